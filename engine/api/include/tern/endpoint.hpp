@@ -1,0 +1,84 @@
+// tern::Endpoint: a UDP address (IPv4 or IPv6) and port.
+//
+// Dependency-free vocabulary type shared by every layer (protocol, runtime, drivers, api).
+// IPv4 addresses are stored as IPv4-mapped IPv6 (::ffff:a.b.c.d) so that one 18-byte key
+// identifies a peer regardless of whether it arrived on an IPv4 or a dual-stack socket.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace tern {
+
+struct Endpoint {
+  std::array<std::uint8_t, 16> addr{};  // network byte order, IPv4 mapped into ::ffff:0:0/96
+  std::uint16_t port = 0;               // host byte order
+
+  static Endpoint v4(std::uint32_t host_order_addr, std::uint16_t port) {
+    Endpoint e;
+    e.addr[10] = 0xff;
+    e.addr[11] = 0xff;
+    e.addr[12] = static_cast<std::uint8_t>(host_order_addr >> 24);
+    e.addr[13] = static_cast<std::uint8_t>(host_order_addr >> 16);
+    e.addr[14] = static_cast<std::uint8_t>(host_order_addr >> 8);
+    e.addr[15] = static_cast<std::uint8_t>(host_order_addr);
+    e.port = port;
+    return e;
+  }
+  static Endpoint v6(const std::uint8_t (&bytes)[16], std::uint16_t port) {
+    Endpoint e;
+    std::memcpy(e.addr.data(), bytes, 16);
+    e.port = port;
+    return e;
+  }
+
+  bool is_v4() const {
+    static constexpr std::uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    return std::memcmp(addr.data(), prefix, 12) == 0;
+  }
+  std::uint32_t v4_host_order() const {
+    return (std::uint32_t{addr[12]} << 24) | (std::uint32_t{addr[13]} << 16) |
+           (std::uint32_t{addr[14]} << 8) | std::uint32_t{addr[15]};
+  }
+  bool is_unspecified() const {
+    for (std::size_t i = 0; i < 16; ++i) {
+      if (i >= 10 && i < 12) continue;
+      if (addr[i] != 0) return false;
+    }
+    return true;
+  }
+
+  friend bool operator==(const Endpoint&, const Endpoint&) = default;
+
+  // "1.2.3.4:5", "[::1]:5"
+  std::string to_string() const;
+  // Accepts "1.2.3.4:5", "[::1]:5", "localhost:5", "*:5" (IPv6 any, dual stack), "0.0.0.0:5".
+  // Numeric only except for "localhost"; returns nullopt on anything malformed.
+  static std::optional<Endpoint> parse(std::string_view text);
+};
+
+struct EndpointHash {
+  std::size_t operator()(const Endpoint& e) const noexcept {
+    // FNV-1a over the 18 key bytes, then a final avalanche: cheap and good enough for an
+    // open-addressed table keyed by attacker-chosen addresses only when seeded (runtime does that).
+    std::uint64_t h = 1469598103934665603ull;
+    for (auto b : e.addr) h = (h ^ b) * 1099511628211ull;
+    h = (h ^ (e.port & 0xff)) * 1099511628211ull;
+    h = (h ^ (e.port >> 8)) * 1099511628211ull;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return static_cast<std::size_t>(h);
+  }
+};
+
+}  // namespace tern
+
+template <>
+struct std::hash<tern::Endpoint> : tern::EndpointHash {};

@@ -1,0 +1,120 @@
+// tern::Host: a single-threaded ENet-compatible host over one driver.
+//
+// The shape of enet_host_*: create, connect, send, service with events, disconnect variants.
+//
+//   std::string err;
+//   auto host = tern::Host::listen(tern::HostOptions{}, *tern::Endpoint::parse("*:7777"), err);
+//   tern::Event ev;
+//   while (running) {
+//     if (!host->service(ev, std::chrono::milliseconds(100))) continue;
+//     if (ev.type == tern::EventType::receive)
+//       host->send(ev.peer, ev.channel, ev.delivery, ev.packet);   // echo
+//   }
+#pragma once
+
+#include <tern/endpoint.hpp>
+#include <tern/packet.hpp>
+#include <tern/types.hpp>
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tern {
+
+namespace rt {
+class Driver;
+class Clock;
+}  // namespace rt
+
+struct HostOptions {
+  std::size_t peer_limit = 4096;
+  std::uint32_t channel_limit = 255;
+  std::uint32_t incoming_bandwidth = 0;  // bytes/s, 0 = unlimited
+  std::uint32_t outgoing_bandwidth = 0;
+  std::uint32_t mtu = 1400;
+  bool checksum = false;  // ENet's CRC32 mode (enet_crc32); both sides must enable it
+  std::uint32_t max_packet_size = 32u << 20;
+  std::uint32_t max_waiting_data = 32u << 20;
+  std::size_t memory_cap = std::size_t{512} << 20;
+  std::uint32_t ping_interval_ms = 500;
+  std::uint32_t timeout_limit = 32;
+  std::uint32_t timeout_minimum_ms = 5000;
+  std::uint32_t timeout_maximum_ms = 30000;
+  std::uint64_t random_seed = 0;  // 0 = seeded from the clock
+  // Socket hosts only.
+  int socket_receive_buffer = 4 << 20;
+  int socket_send_buffer = 4 << 20;
+};
+
+struct HostStats {
+  std::uint64_t datagrams_in = 0;
+  std::uint64_t bytes_in = 0;
+  std::uint64_t datagrams_out = 0;
+  std::uint64_t bytes_out = 0;
+  std::uint64_t messages_in = 0;
+  std::uint64_t messages_out = 0;
+  std::uint64_t connects = 0;
+  std::uint64_t disconnects = 0;
+  std::uint64_t timeouts = 0;
+  std::uint64_t retransmits = 0;
+  std::uint64_t dropped = 0;  // sum of drops_by_reason
+  std::size_t peers = 0;
+  std::size_t buffered_bytes = 0;
+  std::vector<std::pair<const char*, std::uint64_t>> drops_by_reason;  // non-zero only
+};
+
+class Host {
+ public:
+  // A host on a kernel UDP socket bound to `bind` ("0.0.0.0:0" for a client, "*:PORT" for a
+  // dual-stack server). Returns nullptr with a one-line reason in `error` on failure.
+  static std::unique_ptr<Host> listen(const HostOptions& options, const Endpoint& bind,
+                                      std::string& error);
+  // A host over any driver, with the clock that driver's time runs on (the sim network is
+  // its own clock). The clock must outlive the host.
+  static std::unique_ptr<Host> over(const HostOptions& options, std::unique_ptr<rt::Driver> driver,
+                                    rt::Clock& clock);
+  ~Host();
+  Host(const Host&) = delete;
+  Host& operator=(const Host&) = delete;
+
+  // Starts connecting; the connect event (or a disconnect with reason timeout/refused)
+  // arrives through service(). Invalid handle if the peer limit is reached.
+  PeerHandle connect(const Endpoint& address, std::size_t channel_count, std::uint32_t data = 0);
+  SendResult send(PeerHandle peer, std::uint8_t channel, Delivery delivery, Packet payload);
+  SendResult send(PeerHandle peer, std::uint8_t channel, Delivery delivery,
+                  std::span<const std::byte> payload);
+  void disconnect(PeerHandle peer, std::uint32_t data = 0);
+  void disconnect_now(PeerHandle peer, std::uint32_t data = 0);  // sends at once, no local event
+  void disconnect_later(PeerHandle peer, std::uint32_t data = 0);
+  void reset(PeerHandle peer);
+
+  // Sends what is queued, receives what has arrived, runs timers; returns the next event,
+  // waiting up to `timeout` for one (like enet_host_service). False when none came in time.
+  bool service(Event& event, std::chrono::microseconds timeout);
+  // Returns an already-queued event without doing any I/O (like enet_host_check_events).
+  bool check_events(Event& event);
+  // Sends everything queued now (like enet_host_flush).
+  void flush();
+
+  bool peer_stats(PeerHandle peer, PeerStats& out) const;
+  PeerState peer_state(PeerHandle peer) const;
+  Endpoint peer_address(PeerHandle peer) const;
+  std::size_t peer_count() const;
+  HostStats stats() const;
+  Endpoint local_endpoint() const;
+  std::uint64_t now_us() const;  // the host's clock
+
+ private:
+  struct Impl;
+  explicit Host(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tern

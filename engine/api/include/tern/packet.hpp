@@ -1,0 +1,166 @@
+// tern::Packet: a reference-counted, pooled payload buffer.
+//
+// A message is written once and shared by reference: the fragments of one large message,
+// the copies a relay fans out, and the event handed to the application all point at the same
+// buffer. Buffers come from per-thread size-class free lists (64 B .. 4 MiB), so steady-state
+// traffic does not touch the heap; larger buffers go straight to the allocator.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <new>
+#include <span>
+#include <utility>
+
+namespace tern {
+
+namespace detail {
+
+struct PacketBuffer {
+  std::atomic<std::uint32_t> refs;
+  std::uint32_t size;
+  std::uint32_t capacity;
+  std::uint8_t size_class;  // kUnpooled for direct allocations
+  PacketBuffer* next_free;
+  std::byte* data() { return reinterpret_cast<std::byte*>(this + 1); }
+};
+static_assert(sizeof(PacketBuffer) % 8 == 0);
+
+inline constexpr std::uint8_t kUnpooled = 0xff;
+inline constexpr std::size_t kMinClassBytes = 64;
+inline constexpr std::size_t kClassCount = 17;  // 64 B << 16 = 4 MiB
+
+struct PacketFreeLists {
+  PacketBuffer* head[kClassCount] = {};
+  std::size_t cached_bytes = 0;
+  std::size_t cache_limit = std::size_t{64} << 20;
+  std::size_t live_buffers = 0;
+  std::size_t live_bytes = 0;
+  ~PacketFreeLists() {
+    for (auto*& h : head) {
+      while (h != nullptr) {
+        PacketBuffer* next = h->next_free;
+        ::operator delete(h, std::align_val_t{64});
+        h = next;
+      }
+    }
+  }
+};
+
+inline PacketFreeLists& free_lists() {
+  thread_local PacketFreeLists lists;
+  return lists;
+}
+
+inline std::uint8_t size_class_for(std::size_t size) {
+  std::size_t cls_bytes = kMinClassBytes;
+  for (std::uint8_t cls = 0; cls < kClassCount; ++cls, cls_bytes <<= 1) {
+    if (size <= cls_bytes) return cls;
+  }
+  return kUnpooled;
+}
+
+inline PacketBuffer* acquire_buffer(std::size_t size) {
+  auto& lists = free_lists();
+  const std::uint8_t cls = size_class_for(size);
+  PacketBuffer* buf = nullptr;
+  std::size_t capacity = size;
+  if (cls != kUnpooled) {
+    capacity = kMinClassBytes << cls;
+    buf = lists.head[cls];
+    if (buf != nullptr) {
+      lists.head[cls] = buf->next_free;
+      lists.cached_bytes -= capacity;
+    }
+  }
+  if (buf == nullptr) {
+    void* raw = ::operator new(sizeof(PacketBuffer) + capacity, std::align_val_t{64});
+    buf = static_cast<PacketBuffer*>(raw);
+  }
+  buf->refs.store(1, std::memory_order_relaxed);
+  buf->size = static_cast<std::uint32_t>(size);
+  buf->capacity = static_cast<std::uint32_t>(capacity);
+  buf->size_class = cls;
+  buf->next_free = nullptr;
+  ++lists.live_buffers;
+  lists.live_bytes += capacity;
+  return buf;
+}
+
+inline void release_buffer(PacketBuffer* buf) {
+  auto& lists = free_lists();
+  --lists.live_buffers;
+  lists.live_bytes -= buf->capacity;
+  if (buf->size_class != kUnpooled && lists.cached_bytes + buf->capacity <= lists.cache_limit) {
+    buf->next_free = lists.head[buf->size_class];
+    lists.head[buf->size_class] = buf;
+    lists.cached_bytes += buf->capacity;
+    return;
+  }
+  ::operator delete(buf, std::align_val_t{64});
+}
+
+}  // namespace detail
+
+class Packet {
+ public:
+  Packet() = default;
+  // Uninitialised payload of `size` bytes.
+  static Packet allocate(std::size_t size) { return Packet(detail::acquire_buffer(size)); }
+  static Packet copy_of(std::span<const std::byte> bytes) {
+    Packet p = allocate(bytes.size());
+    if (!bytes.empty()) std::memcpy(p.buf_->data(), bytes.data(), bytes.size());
+    return p;
+  }
+
+  Packet(const Packet& other) : buf_(other.buf_) {
+    if (buf_ != nullptr) buf_->refs.fetch_add(1, std::memory_order_relaxed);
+  }
+  Packet(Packet&& other) noexcept : buf_(std::exchange(other.buf_, nullptr)) {}
+  Packet& operator=(const Packet& other) {
+    if (this != &other) {
+      Packet tmp(other);
+      std::swap(buf_, tmp.buf_);
+    }
+    return *this;
+  }
+  Packet& operator=(Packet&& other) noexcept {
+    if (this != &other) {
+      reset();
+      buf_ = std::exchange(other.buf_, nullptr);
+    }
+    return *this;
+  }
+  ~Packet() { reset(); }
+
+  void reset() {
+    if (buf_ != nullptr && buf_->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      detail::release_buffer(buf_);
+    }
+    buf_ = nullptr;
+  }
+
+  explicit operator bool() const { return buf_ != nullptr; }
+  std::size_t size() const { return buf_ != nullptr ? buf_->size : 0; }
+  std::span<const std::byte> bytes() const {
+    return buf_ != nullptr ? std::span<const std::byte>(buf_->data(), buf_->size)
+                           : std::span<const std::byte>();
+  }
+  std::span<std::byte> mutable_bytes() {
+    return buf_ != nullptr ? std::span<std::byte>(buf_->data(), buf_->size) : std::span<std::byte>();
+  }
+  std::uint32_t use_count() const {
+    return buf_ != nullptr ? buf_->refs.load(std::memory_order_relaxed) : 0;
+  }
+
+  // Bytes held by live packets on this thread (what the memory caps are checked against).
+  static std::size_t thread_live_bytes() { return detail::free_lists().live_bytes; }
+
+ private:
+  explicit Packet(detail::PacketBuffer* buf) : buf_(buf) {}
+  detail::PacketBuffer* buf_ = nullptr;
+};
+
+}  // namespace tern

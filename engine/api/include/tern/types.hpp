@@ -1,0 +1,100 @@
+// Vocabulary shared by the protocol core and the public API: deliveries, peer handles,
+// events and per-peer statistics.
+#pragma once
+
+#include <tern/endpoint.hpp>
+#include <tern/packet.hpp>
+
+#include <cstdint>
+
+namespace tern {
+
+enum class Delivery : std::uint8_t {
+  reliable,     // ordered per channel, retransmitted until acknowledged
+  unreliable,   // sequenced per channel: late messages are dropped, never delivered backwards
+  unsequenced,  // unordered; duplicates suppressed by a sliding window
+};
+
+const char* to_string(Delivery d);
+
+// Identifies one connection on one host. The generation makes a handle to a connection that
+// has ended harmless: it no longer matches the reused slot.
+struct PeerHandle {
+  std::uint32_t slot = 0xffffffffu;
+  std::uint32_t generation = 0;
+  bool valid() const { return slot != 0xffffffffu; }
+  friend bool operator==(const PeerHandle&, const PeerHandle&) = default;
+};
+
+// The ENet peer state machine (DESIGN §3.1), in ENet's order.
+enum class PeerState : std::uint8_t {
+  disconnected,
+  connecting,
+  acknowledging_connect,
+  connection_pending,
+  connection_succeeded,
+  connected,
+  disconnect_later,
+  disconnecting,
+  acknowledging_disconnect,
+  zombie,
+};
+
+const char* to_string(PeerState s);
+
+enum class EventType : std::uint8_t { none, connect, receive, disconnect };
+
+enum class DisconnectReason : std::uint8_t {
+  none,
+  remote,     // the other side disconnected (gracefully, or with disconnect_now)
+  local,      // this side's disconnect/disconnect_later completed
+  timeout,    // the peer stopped answering within the timeout limits
+  refused,    // the handshake failed (bad parameters, peer limit on the other side)
+  replaced,   // a new connection from the same address superseded this one
+};
+
+const char* to_string(DisconnectReason r);
+
+struct Event {
+  EventType type = EventType::none;
+  PeerHandle peer;
+  Endpoint address;
+  std::uint8_t channel = 0;
+  Delivery delivery = Delivery::reliable;
+  DisconnectReason reason = DisconnectReason::none;
+  std::uint32_t data = 0;  // connect data or disconnect data
+  Packet packet;           // receive only
+};
+
+enum class SendResult : std::uint8_t {
+  ok,
+  not_connected,  // peer gone or not in the connected state
+  bad_channel,    // channel >= negotiated channel count
+  too_large,      // above max_packet_size, or more fragments than ENet allows
+};
+
+const char* to_string(SendResult r);
+
+struct PeerStats {
+  std::uint32_t rtt_ms = 0;           // smoothed round-trip time
+  std::uint32_t rtt_variance_ms = 0;
+  std::uint32_t lowest_rtt_ms = 0;
+  std::uint32_t packet_loss = 0;      // mean loss of reliable commands, scaled by 65536
+  std::uint32_t packet_loss_variance = 0;
+  std::uint32_t packet_throttle = 0;  // 0..32
+  std::uint32_t packet_throttle_limit = 0;
+  std::uint32_t mtu = 0;
+  std::uint32_t window_size = 0;
+  std::uint32_t channel_count = 0;
+  std::uint64_t datagrams_sent = 0;
+  std::uint64_t datagrams_received = 0;
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t bytes_received = 0;
+  std::uint64_t reliable_retransmits = 0;
+  std::uint64_t messages_sent = 0;
+  std::uint64_t messages_received = 0;
+  std::uint32_t reliable_in_transit = 0;  // bytes sent and not yet acknowledged
+  std::uint32_t queued_outgoing = 0;      // commands waiting to be sent
+};
+
+}  // namespace tern

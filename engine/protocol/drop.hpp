@@ -1,0 +1,61 @@
+// Every datagram or command the core refuses has a name, and every name has a counter.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+namespace tern::proto {
+
+#define TERN_DROP_REASONS(X)                                                             \
+  X(truncated_header, "datagram shorter than the protocol header")                      \
+  X(oversize_datagram, "datagram longer than the maximum MTU")                          \
+  X(compressed, "compressed datagram (no compressor negotiated)")                       \
+  X(bad_checksum, "CRC32 mismatch")                                                     \
+  X(unknown_peer, "non-connect datagram from an address with no connection")            \
+  X(forged_peer_id, "peer ID in the header is not the one assigned to this address")   \
+  X(bad_session, "session bits do not match the connection")                           \
+  X(truncated_command, "command runs past the end of the datagram")                     \
+  X(unknown_command, "command number outside 1..12")                                   \
+  X(payload_past_datagram, "payload length runs past the end of the datagram")          \
+  X(bad_channel, "channel ID past the negotiated channel count")                       \
+  X(wrong_state, "command not allowed in the connection's state")                      \
+  X(bad_handshake, "connect/verify parameters out of range or inconsistent")             \
+  X(peer_limit, "connect refused: peer limit reached")                                 \
+  X(duplicate, "already received (duplicate reliable, unsequenced or fragment)")        \
+  X(out_of_window, "sequence number outside the receive window")                        \
+  X(late_unreliable, "unreliable message older than one already delivered")             \
+  X(fragment_number_out_of_range, "fragment number not below the fragment count")       \
+  X(fragment_count_invalid, "fragment count zero, too large, or above total length")   \
+  X(fragment_mismatch, "fragment count/total length changed within one set")            \
+  X(fragment_past_total, "fragment data past the set's total length")                  \
+  X(message_too_large, "message larger than the maximum packet size")                   \
+  X(waiting_data_cap, "peer's buffered incoming data at its cap")                       \
+  X(memory_cap, "host-wide buffered data at the configured memory cap")                 \
+  X(throttled, "unreliable message dropped by the packet throttle")                    \
+  X(unexpected_ack, "acknowledgement for nothing in flight")
+
+enum class Drop : std::uint8_t {
+#define TERN_DROP_ENUM(name, text) name,
+  TERN_DROP_REASONS(TERN_DROP_ENUM)
+#undef TERN_DROP_ENUM
+      count_
+};
+
+inline constexpr std::size_t kDropCount = static_cast<std::size_t>(Drop::count_);
+
+const char* drop_name(Drop d);
+const char* drop_description(Drop d);
+
+struct DropCounters {
+  std::array<std::uint64_t, kDropCount> by_reason{};
+  void add(Drop d) { ++by_reason[static_cast<std::size_t>(d)]; }
+  std::uint64_t operator[](Drop d) const { return by_reason[static_cast<std::size_t>(d)]; }
+  std::uint64_t total() const {
+    std::uint64_t t = 0;
+    for (auto v : by_reason) t += v;
+    return t;
+  }
+};
+
+}  // namespace tern::proto

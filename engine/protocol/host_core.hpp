@@ -1,0 +1,143 @@
+// tern::proto::HostCore: the sans-I/O ENet 1.3 host.
+//
+// It consumes datagrams and the current time, and produces datagrams, events and its next
+// deadline. It never makes a system call, never reads a clock and never blocks; the caller
+// (tern::Host, a runtime shard, a test on simulated time) owns I/O and time.
+//
+//   core.on_datagram(now, from, bytes);        // for every datagram received
+//   while (core.poll_event(ev)) handle(ev);     // connect / receive / disconnect
+//   core.send(peer, channel, delivery, packet); // application traffic
+//   n = core.flush(now, batch);                 // timers + datagrams to transmit
+//   sleep_until(core.next_deadline_us());
+//
+// Peers are keyed by source address (IPv4/IPv6 alike); the 12-bit peer ID is kept on the
+// wire for ENet's sake but does not limit the number of peers.
+#pragma once
+
+#include "drop.hpp"
+#include "wire.hpp"
+
+#include <tern/endpoint.hpp>
+#include <tern/packet.hpp>
+#include <tern/types.hpp>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+
+namespace tern::proto {
+
+struct HostConfig {
+  std::size_t peer_limit = 4096;                 // simultaneous connections (any number)
+  std::uint32_t channel_limit = kMaxChannelCount;  // channels accepted per connection
+  std::uint32_t incoming_bandwidth = 0;          // bytes/s this host can receive, 0 = unlimited
+  std::uint32_t outgoing_bandwidth = 0;          // bytes/s this host can send, 0 = unlimited
+  std::uint32_t mtu = kDefaultMtu;
+  bool checksum = false;                         // CRC32 on every datagram (both sides must agree)
+  std::uint32_t max_packet_size = kDefaultMaxPacketSize;
+  std::uint32_t max_waiting_data = kDefaultMaxWaitingData;  // per peer: reassembly + undelivered
+  std::size_t memory_cap = std::size_t{512} << 20;          // host-wide cap on buffered incoming data
+  std::uint32_t duplicate_peers = 0xFFFFFFFFu;   // connections allowed per source IP address
+  // Defaults for new connections (ENet's names and values).
+  std::uint32_t ping_interval_ms = kPingInterval;
+  std::uint32_t timeout_limit = kTimeoutLimit;
+  std::uint32_t timeout_minimum_ms = kTimeoutMinimum;
+  std::uint32_t timeout_maximum_ms = kTimeoutMaximum;
+  std::uint32_t throttle_interval_ms = kPacketThrottleInterval;
+  std::uint32_t throttle_acceleration = kPacketThrottleAcceleration;
+  std::uint32_t throttle_deceleration = kPacketThrottleDeceleration;
+  std::uint64_t random_seed = 0x7465726e;        // connect IDs (xorshift; not a security feature)
+};
+
+struct HostCounters {
+  std::uint64_t datagrams_in = 0;
+  std::uint64_t bytes_in = 0;
+  std::uint64_t datagrams_out = 0;
+  std::uint64_t bytes_out = 0;
+  std::uint64_t commands_in = 0;
+  std::uint64_t messages_in = 0;    // delivered to the application
+  std::uint64_t messages_out = 0;   // accepted by send()
+  std::uint64_t connects = 0;
+  std::uint64_t disconnects = 0;
+  std::uint64_t timeouts = 0;
+  std::uint64_t retransmits = 0;
+  std::uint64_t acks_out = 0;
+  std::uint64_t peer_timer_runs = 0;  // peers whose timers fired (work done for idle peers)
+  std::size_t buffered_bytes = 0;     // incoming data held for reassembly/ordering/delivery
+  DropCounters drops;
+};
+
+// One datagram to transmit, built in place by flush().
+struct OutDatagram {
+  Endpoint to;
+  std::uint32_t size = 0;
+  alignas(64) std::array<std::byte, kMaxMtu> bytes;
+  std::span<const std::byte> view() const { return {bytes.data(), size}; }
+};
+
+class HostCore {
+ public:
+  explicit HostCore(const HostConfig& config);
+  ~HostCore();
+  HostCore(const HostCore&) = delete;
+  HostCore& operator=(const HostCore&) = delete;
+
+  // ---- input -----------------------------------------------------------------------------
+  void on_datagram(std::uint64_t now_us, const Endpoint& from, std::span<const std::byte> bytes);
+
+  // ---- application -----------------------------------------------------------------------
+  // Starts a handshake; the connect event arrives once it completes. channel_count is clamped
+  // to 1..255. Returns an invalid handle when the peer limit is reached.
+  PeerHandle connect(std::uint64_t now_us, const Endpoint& to, std::size_t channel_count,
+                     std::uint32_t data);
+  // Queues a message. Messages above the MTU are fragmented (reliable fragments for reliable
+  // and unsequenced, unreliable fragments for unreliable delivery).
+  SendResult send(PeerHandle peer, std::uint8_t channel, Delivery delivery, Packet payload);
+  SendResult send(PeerHandle peer, std::uint8_t channel, Delivery delivery,
+                  std::span<const std::byte> payload);
+  // Graceful: queued data is discarded, a reliable disconnect is sent, and a disconnect event
+  // (reason local) follows the acknowledgement or a timeout.
+  void disconnect(PeerHandle peer, std::uint32_t data);
+  // Sends one unreliable disconnect on the next flush and forgets the peer; no local event.
+  void disconnect_now(PeerHandle peer, std::uint32_t data);
+  // Disconnects gracefully once all queued outgoing data has been acknowledged.
+  void disconnect_later(PeerHandle peer, std::uint32_t data);
+  // Forgets the peer silently; the other side will time out.
+  void reset(PeerHandle peer);
+  // Queues a ping (normally automatic every ping_interval of silence).
+  void ping(PeerHandle peer);
+  void configure_throttle(PeerHandle peer, std::uint32_t interval_ms, std::uint32_t acceleration,
+                          std::uint32_t deceleration);
+  void configure_timeouts(PeerHandle peer, std::uint32_t limit, std::uint32_t minimum_ms,
+                          std::uint32_t maximum_ms);
+  void set_ping_interval(PeerHandle peer, std::uint32_t interval_ms);
+  // Changes the host's bandwidth; peers are told on the next bandwidth throttle pass.
+  void set_bandwidth_limit(std::uint32_t incoming, std::uint32_t outgoing);
+
+  // ---- output ----------------------------------------------------------------------------
+  // Fires due timers (retransmits, pings, timeouts, throttle epochs) and writes datagrams into
+  // `out`. Returns how many were written; if that equals out.size(), call again.
+  std::size_t flush(std::uint64_t now_us, std::span<OutDatagram> out);
+  bool poll_event(Event& out);
+  // When flush() next has work: now_us-ish if something is queued, the earliest timer
+  // otherwise, UINT64_MAX when completely idle.
+  std::uint64_t next_deadline_us() const;
+
+  // ---- inspection ------------------------------------------------------------------------
+  bool peer_stats(PeerHandle peer, PeerStats& out) const;
+  PeerState peer_state(PeerHandle peer) const;  // disconnected for stale handles
+  std::optional<Endpoint> peer_address(PeerHandle peer) const;
+  std::uint32_t peer_connect_data(PeerHandle peer) const;
+  std::size_t peer_count() const;
+  const HostCounters& counters() const;
+  const HostConfig& config() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tern::proto

@@ -1,0 +1,404 @@
+#include "wire.hpp"
+
+#include <cstring>
+
+namespace tern::proto {
+
+const char* drop_name(Drop d) {
+  switch (d) {
+#define TERN_DROP_NAME(name, text) \
+  case Drop::name:                 \
+    return #name;
+    TERN_DROP_REASONS(TERN_DROP_NAME)
+#undef TERN_DROP_NAME
+    case Drop::count_:
+      break;
+  }
+  return "unknown";
+}
+
+const char* drop_description(Drop d) {
+  switch (d) {
+#define TERN_DROP_TEXT(name, text) \
+  case Drop::name:                 \
+    return text;
+    TERN_DROP_REASONS(TERN_DROP_TEXT)
+#undef TERN_DROP_TEXT
+    case Drop::count_:
+      break;
+  }
+  return "unknown";
+}
+
+const char* cmd_name(Cmd c) {
+  switch (c) {
+    case Cmd::none: return "none";
+    case Cmd::acknowledge: return "acknowledge";
+    case Cmd::connect: return "connect";
+    case Cmd::verify_connect: return "verify_connect";
+    case Cmd::disconnect: return "disconnect";
+    case Cmd::ping: return "ping";
+    case Cmd::send_reliable: return "send_reliable";
+    case Cmd::send_unreliable: return "send_unreliable";
+    case Cmd::send_fragment: return "send_fragment";
+    case Cmd::send_unsequenced: return "send_unsequenced";
+    case Cmd::bandwidth_limit: return "bandwidth_limit";
+    case Cmd::throttle_configure: return "throttle_configure";
+    case Cmd::send_unreliable_fragment: return "send_unreliable_fragment";
+    case Cmd::count: break;
+  }
+  return "unknown";
+}
+
+std::uint16_t Command::data_length() const {
+  switch (type()) {
+    case Cmd::send_reliable: return reliable.data_length;
+    case Cmd::send_unreliable: return unreliable.data_length;
+    case Cmd::send_unsequenced: return unsequenced.data_length;
+    case Cmd::send_fragment:
+    case Cmd::send_unreliable_fragment: return fragment.data_length;
+    default: return 0;
+  }
+}
+
+// ---- Reader / Writer -------------------------------------------------------------------
+
+bool Reader::read_u8(std::uint8_t& v) {
+  if (remaining() < 1) return false;
+  v = static_cast<std::uint8_t>(bytes_[pos_]);
+  pos_ += 1;
+  return true;
+}
+
+bool Reader::read_u16(std::uint16_t& v) {
+  if (remaining() < 2) return false;
+  v = static_cast<std::uint16_t>((std::uint16_t(bytes_[pos_]) << 8) | std::uint16_t(bytes_[pos_ + 1]));
+  pos_ += 2;
+  return true;
+}
+
+bool Reader::read_u32(std::uint32_t& v) {
+  if (remaining() < 4) return false;
+  v = (std::uint32_t(bytes_[pos_]) << 24) | (std::uint32_t(bytes_[pos_ + 1]) << 16) |
+      (std::uint32_t(bytes_[pos_ + 2]) << 8) | std::uint32_t(bytes_[pos_ + 3]);
+  pos_ += 4;
+  return true;
+}
+
+bool Reader::read_bytes(std::size_t n, std::span<const std::byte>& out) {
+  if (remaining() < n) return false;
+  out = bytes_.subspan(pos_, n);
+  pos_ += n;
+  return true;
+}
+
+bool Reader::skip(std::size_t n) {
+  if (remaining() < n) return false;
+  pos_ += n;
+  return true;
+}
+
+void Writer::u8(std::uint8_t v) {
+  if (remaining() < 1) {
+    ok_ = false;
+    return;
+  }
+  bytes_[pos_++] = std::byte{v};
+}
+
+void Writer::u16(std::uint16_t v) {
+  if (remaining() < 2) {
+    ok_ = false;
+    return;
+  }
+  bytes_[pos_++] = std::byte(v >> 8);
+  bytes_[pos_++] = std::byte(v & 0xff);
+}
+
+void Writer::u32(std::uint32_t v) {
+  if (remaining() < 4) {
+    ok_ = false;
+    return;
+  }
+  bytes_[pos_++] = std::byte(v >> 24);
+  bytes_[pos_++] = std::byte((v >> 16) & 0xff);
+  bytes_[pos_++] = std::byte((v >> 8) & 0xff);
+  bytes_[pos_++] = std::byte(v & 0xff);
+}
+
+void Writer::bytes(std::span<const std::byte> b) {
+  if (remaining() < b.size()) {
+    ok_ = false;
+    return;
+  }
+  if (!b.empty()) std::memcpy(bytes_.data() + pos_, b.data(), b.size());
+  pos_ += b.size();
+}
+
+// ---- Header ----------------------------------------------------------------------------
+
+bool decode_header(std::span<const std::byte> datagram, bool checksum, DecodedHeader& out,
+                   Drop& why) {
+  if (datagram.size() > kMaxMtu) {
+    why = Drop::oversize_datagram;
+    return false;
+  }
+  Reader r(datagram);
+  std::uint16_t word = 0;
+  if (!r.read_u16(word)) {
+    why = Drop::truncated_header;
+    return false;
+  }
+  out.header.peer_id = word & ~(kHeaderFlagMask | kHeaderSessionMask);
+  out.header.session = static_cast<std::uint8_t>((word & kHeaderSessionMask) >> kHeaderSessionShift);
+  out.header.compressed = (word & kHeaderFlagCompressed) != 0;
+  out.header.has_sent_time = (word & kHeaderFlagSentTime) != 0;
+  out.header.sent_time = 0;
+  if (out.header.has_sent_time && !r.read_u16(out.header.sent_time)) {
+    why = Drop::truncated_header;
+    return false;
+  }
+  out.checksum_offset = r.position();
+  out.checksum = 0;
+  if (checksum && !r.read_u32(out.checksum)) {
+    why = Drop::truncated_header;
+    return false;
+  }
+  out.size = r.position();
+  if (out.header.compressed) {
+    why = Drop::compressed;
+    return false;
+  }
+  return true;
+}
+
+std::size_t encode_header(std::span<std::byte> out, const Header& h, bool checksum) {
+  Writer w(out);
+  std::uint16_t word = static_cast<std::uint16_t>(h.peer_id & kMaxPeerId);
+  if (h.peer_id < kMaxPeerId) {
+    word |= static_cast<std::uint16_t>((h.session & 3u) << kHeaderSessionShift);
+  }
+  if (h.has_sent_time) word |= kHeaderFlagSentTime;
+  if (h.compressed) word |= kHeaderFlagCompressed;
+  w.u16(word);
+  if (h.has_sent_time) w.u16(h.sent_time);
+  if (checksum) w.u32(0);
+  return w.ok() ? w.position() : 0;
+}
+
+// ---- Commands --------------------------------------------------------------------------
+
+bool CommandDecoder::next(Command& c, Drop& why) {
+  if (reader_.remaining() == 0) return false;
+  if (reader_.remaining() < kCommandHeaderSize) {
+    why = Drop::truncated_command;
+    return false;
+  }
+  reader_.read_u8(c.command);
+  reader_.read_u8(c.channel_id);
+  reader_.read_u16(c.reliable_seq);
+  const Cmd type = c.type();
+  const std::size_t size = command_size(type);
+  if (size == 0) {
+    why = Drop::unknown_command;
+    return false;
+  }
+  if (reader_.remaining() < size - kCommandHeaderSize) {
+    why = Drop::truncated_command;
+    return false;
+  }
+  c.payload = {};
+  Reader& r = reader_;
+  switch (type) {
+    case Cmd::acknowledge:
+      r.read_u16(c.ack.received_reliable_seq);
+      r.read_u16(c.ack.received_sent_time);
+      break;
+    case Cmd::connect:
+    case Cmd::verify_connect:
+      r.read_u16(c.connect.outgoing_peer_id);
+      r.read_u8(c.connect.incoming_session);
+      r.read_u8(c.connect.outgoing_session);
+      r.read_u32(c.connect.mtu);
+      r.read_u32(c.connect.window_size);
+      r.read_u32(c.connect.channel_count);
+      r.read_u32(c.connect.incoming_bandwidth);
+      r.read_u32(c.connect.outgoing_bandwidth);
+      r.read_u32(c.connect.throttle_interval);
+      r.read_u32(c.connect.throttle_acceleration);
+      r.read_u32(c.connect.throttle_deceleration);
+      r.read_u32(c.connect.connect_id);
+      c.connect.data = 0;
+      if (type == Cmd::connect) r.read_u32(c.connect.data);
+      break;
+    case Cmd::disconnect:
+      r.read_u32(c.disconnect.data);
+      break;
+    case Cmd::ping:
+      break;
+    case Cmd::send_reliable:
+      r.read_u16(c.reliable.data_length);
+      break;
+    case Cmd::send_unreliable:
+      r.read_u16(c.unreliable.unreliable_seq);
+      r.read_u16(c.unreliable.data_length);
+      break;
+    case Cmd::send_unsequenced:
+      r.read_u16(c.unsequenced.unsequenced_group);
+      r.read_u16(c.unsequenced.data_length);
+      break;
+    case Cmd::send_fragment:
+    case Cmd::send_unreliable_fragment:
+      r.read_u16(c.fragment.start_seq);
+      r.read_u16(c.fragment.data_length);
+      r.read_u32(c.fragment.fragment_count);
+      r.read_u32(c.fragment.fragment_number);
+      r.read_u32(c.fragment.total_length);
+      r.read_u32(c.fragment.fragment_offset);
+      break;
+    case Cmd::bandwidth_limit:
+      r.read_u32(c.bandwidth.incoming_bandwidth);
+      r.read_u32(c.bandwidth.outgoing_bandwidth);
+      break;
+    case Cmd::throttle_configure:
+      r.read_u32(c.throttle.interval);
+      r.read_u32(c.throttle.acceleration);
+      r.read_u32(c.throttle.deceleration);
+      break;
+    case Cmd::none:
+    case Cmd::count:
+      why = Drop::unknown_command;
+      return false;
+  }
+  const std::uint16_t len = c.data_length();
+  if (len > 0 && !r.read_bytes(len, c.payload)) {
+    why = Drop::payload_past_datagram;
+    return false;
+  }
+  return true;
+}
+
+std::size_t encode_command(std::span<std::byte> out, const Command& c) {
+  const Cmd type = c.type();
+  const std::size_t size = command_size(type);
+  if (size == 0 || out.size() < size) return 0;
+  Writer w(out);
+  w.u8(c.command);
+  w.u8(c.channel_id);
+  w.u16(c.reliable_seq);
+  switch (type) {
+    case Cmd::acknowledge:
+      w.u16(c.ack.received_reliable_seq);
+      w.u16(c.ack.received_sent_time);
+      break;
+    case Cmd::connect:
+    case Cmd::verify_connect:
+      w.u16(c.connect.outgoing_peer_id);
+      w.u8(c.connect.incoming_session);
+      w.u8(c.connect.outgoing_session);
+      w.u32(c.connect.mtu);
+      w.u32(c.connect.window_size);
+      w.u32(c.connect.channel_count);
+      w.u32(c.connect.incoming_bandwidth);
+      w.u32(c.connect.outgoing_bandwidth);
+      w.u32(c.connect.throttle_interval);
+      w.u32(c.connect.throttle_acceleration);
+      w.u32(c.connect.throttle_deceleration);
+      w.u32(c.connect.connect_id);
+      if (type == Cmd::connect) w.u32(c.connect.data);
+      break;
+    case Cmd::disconnect:
+      w.u32(c.disconnect.data);
+      break;
+    case Cmd::ping:
+      break;
+    case Cmd::send_reliable:
+      w.u16(c.reliable.data_length);
+      break;
+    case Cmd::send_unreliable:
+      w.u16(c.unreliable.unreliable_seq);
+      w.u16(c.unreliable.data_length);
+      break;
+    case Cmd::send_unsequenced:
+      w.u16(c.unsequenced.unsequenced_group);
+      w.u16(c.unsequenced.data_length);
+      break;
+    case Cmd::send_fragment:
+    case Cmd::send_unreliable_fragment:
+      w.u16(c.fragment.start_seq);
+      w.u16(c.fragment.data_length);
+      w.u32(c.fragment.fragment_count);
+      w.u32(c.fragment.fragment_number);
+      w.u32(c.fragment.total_length);
+      w.u32(c.fragment.fragment_offset);
+      break;
+    case Cmd::bandwidth_limit:
+      w.u32(c.bandwidth.incoming_bandwidth);
+      w.u32(c.bandwidth.outgoing_bandwidth);
+      break;
+    case Cmd::throttle_configure:
+      w.u32(c.throttle.interval);
+      w.u32(c.throttle.acceleration);
+      w.u32(c.throttle.deceleration);
+      break;
+    case Cmd::none:
+    case Cmd::count:
+      return 0;
+  }
+  return w.ok() ? w.position() : 0;
+}
+
+// ---- CRC32 -----------------------------------------------------------------------------
+
+namespace {
+
+constexpr std::array<std::uint32_t, 256> make_crc_table() {
+  std::array<std::uint32_t, 256> table{};
+  for (std::uint32_t i = 0; i < 256; ++i) {
+    std::uint32_t crc = i;
+    for (int bit = 0; bit < 8; ++bit) crc = (crc & 1) ? (crc >> 1) ^ 0xEDB88320u : crc >> 1;
+    table[i] = crc;
+  }
+  return table;
+}
+
+constexpr auto kCrcTable = make_crc_table();
+
+}  // namespace
+
+std::uint32_t crc32_update(std::uint32_t state, std::span<const std::byte> bytes) {
+  for (std::byte b : bytes) {
+    state = (state >> 8) ^ kCrcTable[(state ^ static_cast<std::uint8_t>(b)) & 0xff];
+  }
+  return state;
+}
+
+std::uint32_t crc32(std::span<const std::byte> bytes) {
+  return ~crc32_update(0xFFFFFFFFu, bytes);
+}
+
+namespace {
+void put_be32(std::byte* p, std::uint32_t v) {
+  p[0] = std::byte(v >> 24);
+  p[1] = std::byte((v >> 16) & 0xff);
+  p[2] = std::byte((v >> 8) & 0xff);
+  p[3] = std::byte(v & 0xff);
+}
+}  // namespace
+
+void write_checksum(std::span<std::byte> datagram, std::size_t checksum_offset, std::uint32_t seed) {
+  put_be32(datagram.data() + checksum_offset, seed);
+  put_be32(datagram.data() + checksum_offset, crc32(datagram));
+}
+
+bool verify_checksum(std::span<const std::byte> datagram, const DecodedHeader& h,
+                     std::uint32_t seed) {
+  std::byte seed_bytes[4];
+  put_be32(seed_bytes, seed);
+  std::uint32_t state = crc32_update(0xFFFFFFFFu, datagram.first(h.checksum_offset));
+  state = crc32_update(state, std::span<const std::byte>(seed_bytes, 4));
+  state = crc32_update(state, datagram.subspan(h.checksum_offset + 4));
+  return ~state == h.checksum;
+}
+
+}  // namespace tern::proto

@@ -1,0 +1,77 @@
+// tern::rt::Driver: the one frame-I/O interface every backend implements (DESIGN §6).
+//
+// The data path is two burst calls. rx_burst never blocks; wait() is the idle policy's only
+// blocking point. Frames returned by rx_burst stay valid until the next rx_burst call on the
+// same driver. Drivers see datagrams and endpoints, never protocol types.
+#pragma once
+
+#include <tern/endpoint.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+namespace tern::rt {
+
+struct RxFrame {
+  Endpoint from;
+  std::span<const std::byte> bytes;
+};
+
+struct TxFrame {
+  Endpoint to;
+  std::span<const std::byte> bytes;
+};
+
+struct DriverCaps {
+  bool dual_stack = false;      // one listener serves IPv4 and IPv6
+  bool waitable = true;         // wait() can sleep until traffic or a deadline
+  std::size_t max_burst = 64;   // frames per rx_burst/tx_burst call that the backend batches
+  std::size_t max_datagram = 65507;
+};
+
+struct DriverStats {
+  std::uint64_t rx_datagrams = 0;
+  std::uint64_t rx_bytes = 0;
+  std::uint64_t tx_datagrams = 0;
+  std::uint64_t tx_bytes = 0;
+  std::uint64_t rx_truncated = 0;   // datagrams larger than the receive buffer
+  std::uint64_t tx_dropped = 0;     // refused by the backend (full queue, unreachable)
+  std::uint64_t rx_errors = 0;
+  std::uint64_t tx_errors = 0;
+};
+
+class Driver {
+ public:
+  virtual ~Driver() = default;
+
+  // Fill up to out.size() frames; returns how many. Never blocks.
+  virtual std::size_t rx_burst(std::span<RxFrame> out) = 0;
+  // Send the frames; returns how many were handed to the backend (the rest are dropped and
+  // counted in tx_dropped: UDP offers no back-pressure contract worth blocking for).
+  virtual std::size_t tx_burst(std::span<const TxFrame> frames) = 0;
+  // Sleep until a frame may be ready or `timeout_us` passed (0 = just check). Returns early on
+  // traffic. Drivers whose time is virtual (sim) return immediately.
+  virtual void wait(std::uint64_t timeout_us) = 0;
+
+  virtual Endpoint local_endpoint() const = 0;
+  virtual DriverCaps caps() const = 0;
+  virtual DriverStats stats() const = 0;
+  virtual std::string name() const = 0;
+};
+
+// A monotonic clock in microseconds. Real hosts use the steady clock; simulated networks
+// supply their own virtual time.
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  virtual std::uint64_t now_us() = 0;
+};
+
+class SteadyClock final : public Clock {
+ public:
+  std::uint64_t now_us() override;
+};
+
+}  // namespace tern::rt
