@@ -40,7 +40,6 @@ struct HostConfig {
   std::uint32_t max_packet_size = kDefaultMaxPacketSize;
   std::uint32_t max_waiting_data = kDefaultMaxWaitingData;  // per peer: reassembly + undelivered
   std::size_t memory_cap = std::size_t{512} << 20;          // host-wide cap on buffered incoming data
-  std::uint32_t duplicate_peers = 0xFFFFFFFFu;   // connections allowed per source IP address
   // Defaults for new connections (ENet's names and values).
   std::uint32_t ping_interval_ms = kPingInterval;
   std::uint32_t timeout_limit = kTimeoutLimit;
@@ -70,11 +69,12 @@ struct HostCounters {
   DropCounters drops;
 };
 
-// One datagram to transmit, built in place by flush().
+// One datagram to transmit, built in place by flush(). The bytes are bytes[0, size); the
+// array is a little longer than the largest MTU because the header is laid down last.
 struct OutDatagram {
   Endpoint to;
   std::uint32_t size = 0;
-  alignas(64) std::array<std::byte, kMaxMtu> bytes;
+  alignas(64) std::array<std::byte, kMaxMtu + 8> bytes;
   std::span<const std::byte> view() const { return {bytes.data(), size}; }
 };
 
