@@ -76,6 +76,7 @@ const char* to_string(DisconnectReason r) {
     case DisconnectReason::timeout: return "timeout";
     case DisconnectReason::refused: return "refused";
     case DisconnectReason::replaced: return "replaced";
+    case DisconnectReason::evicted: return "evicted";
   }
   return "unknown";
 }

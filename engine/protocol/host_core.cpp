@@ -58,6 +58,7 @@ struct InCmd {
   std::uint32_t fragment_count = 0;
   std::uint32_t fragments_remaining = 0;
   std::uint32_t accounted = 0;  // bytes charged to the waiting-data caps
+  bool reassembling = false;    // an incomplete fragment set (charged to reassembly_bytes)
   Packet packet;
   Packet bitmap;  // fragment sets: one bit per fragment received
 };
@@ -71,6 +72,7 @@ struct PendingAck {
 
 struct Channel {
   std::uint16_t out_reliable_seq = 0;
+  std::uint16_t out_reliable_sent = 0;  // highest reliable seq transmitted at least once
   std::uint16_t out_unreliable_seq = 0;
   std::uint16_t used_reliable_windows = 0;
   std::array<std::uint16_t, kReliableWindows> reliable_windows{};
@@ -295,7 +297,15 @@ struct HostCore::Impl {
     return &p;
   }
 
+  void end_reassembly(InCmd* c) {
+    if (c->reassembling) {
+      counters.reassembly_bytes -= c->accounted;
+      c->reassembling = false;
+    }
+  }
+
   void release_in(Peer& p, InCmd* c) {
+    end_reassembly(c);
     p.total_waiting_data -= c->accounted;
     counters.buffered_bytes -= c->accounted;
     in_pool.put(c);
@@ -543,18 +553,42 @@ struct HostCore::Impl {
 
   // ---- incoming -----------------------------------------------------------------------
 
-  bool charge(Peer& p, std::size_t bytes, Drop& why) {
+  bool charge(Peer& p, std::size_t bytes, bool reassembly, Drop& why) {
     if (p.total_waiting_data + bytes > config.max_waiting_data) {
       why = Drop::waiting_data_cap;
       return false;
     }
-    if (counters.buffered_bytes + bytes > config.memory_cap) {
+    const std::size_t reassembly_budget = config.memory_cap / 4 * 3;
+    if (counters.buffered_bytes + bytes > config.memory_cap ||
+        (reassembly && counters.reassembly_bytes + bytes > reassembly_budget)) {
       why = Drop::memory_cap;
+      evict_largest_holder();
       return false;
     }
     p.total_waiting_data += bytes;
     counters.buffered_bytes += bytes;
+    if (reassembly) counters.reassembly_bytes += bytes;
     return true;
+  }
+
+  // Under the memory cap, the connection sitting on the most undelivered data goes: a flood of
+  // never-completed fragment sets would otherwise hold the host's memory for as long as its
+  // sender keeps acknowledging. The scan is O(peers) but runs only when the cap is hit, and
+  // each eviction frees the largest holding there is.
+  void evict_largest_holder() {
+    Peer* hog = nullptr;
+    for (auto& sp : slots) {
+      if (sp && sp->state != PeerState::disconnected &&
+          (hog == nullptr || sp->total_waiting_data > hog->total_waiting_data)) {
+        hog = sp.get();
+      }
+    }
+    if (hog == nullptr || hog->total_waiting_data == 0) return;  // it is all in the event queue
+    ++counters.evictions;
+    queue_farewell(*hog, 0);
+    if (hog->app_knows) emit_disconnect(*hog, DisconnectReason::evicted, 0);
+    if (hog->connected_like()) recalculate_bandwidth_limits = true;
+    reset_peer(*hog);
   }
 
   void deliver(Peer& p, std::uint8_t channel, Delivery delivery, InCmd* c, bool from_list) {
@@ -565,6 +599,7 @@ struct HostCore::Impl {
     ev.channel = channel;
     ev.delivery = delivery;
     ev.packet = std::move(c->packet);
+    end_reassembly(c);
     // The event queue keeps the bytes charged to the host until the application takes them.
     p.total_waiting_data -= c->accounted;
     counters.buffered_bytes -= c->accounted;
@@ -698,7 +733,7 @@ struct HostCore::Impl {
       return Handled::ok;
     }
     const std::size_t len = cmd.payload.size();
-    if (!charge(p, len, why)) return Handled::stop;  // no ack: the sender retries later
+    if (!charge(p, len, false, why)) return Handled::stop;  // no ack: the sender retries later
     InCmd* c = in_pool.get();
     c->reliable_seq = cmd.reliable_seq;
     c->type = Cmd::send_reliable;
@@ -736,7 +771,7 @@ struct HostCore::Impl {
       return Handled::ok;
     }
     const std::size_t len = cmd.payload.size();
-    if (!charge(p, len, why)) {
+    if (!charge(p, len, false, why)) {
       counters.drops.add(why);
       return Handled::ok;  // unreliable: dropping it is the contract
     }
@@ -805,17 +840,21 @@ struct HostCore::Impl {
                           Cmd type, Drop& why) {
     const SendFragment& f = cmd.fragment;
     const std::size_t bitmap_bytes = (std::size_t{f.fragment_count} + 31) / 32 * 4;
-    if (!charge(p, f.total_length + bitmap_bytes, why)) return nullptr;
+    if (!charge(p, f.total_length + bitmap_bytes, true, why)) return nullptr;
     InCmd* c = in_pool.get();
     c->reliable_seq = rseq;
     c->unreliable_seq = useq;
     c->type = type;
     c->fragment_count = f.fragment_count;
     c->fragments_remaining = f.fragment_count;
+    // Zeroed: overlapping fragments can complete a set without writing every byte, and the
+    // pool's buffers still hold other connections' messages.
     c->packet = Packet::allocate(f.total_length);
+    std::memset(c->packet.mutable_bytes().data(), 0, f.total_length);
     c->bitmap = Packet::allocate(bitmap_bytes);
     std::memset(c->bitmap.mutable_bytes().data(), 0, bitmap_bytes);
     c->accounted = static_cast<std::uint32_t>(f.total_length + bitmap_bytes);
+    c->reassembling = true;
     return c;
   }
 
@@ -828,6 +867,7 @@ struct HostCore::Impl {
     if (bits[word] & bit) return false;
     bits[word] |= bit;
     --set->fragments_remaining;
+    if (set->fragments_remaining == 0) end_reassembly(set);
     std::memcpy(set->packet.mutable_bytes().data() + f.fragment_offset, cmd.payload.data(),
                 cmd.payload.size());
     return true;
@@ -1551,6 +1591,7 @@ struct HostCore::Impl {
     if (ch != nullptr && c->send_attempts < 1) {
       ch->used_reliable_windows |= static_cast<std::uint16_t>(1u << w);
       ++ch->reliable_windows[w];
+      ch->out_reliable_sent = c->reliable_seq;
     }
     ++c->send_attempts;
     if (c->rto_ms == 0) c->rto_ms = p.rtt + 4 * p.rtt_variance;
@@ -1593,14 +1634,24 @@ struct HostCore::Impl {
     return Wrote::sent;
   }
 
+  // An unreliable message sequenced behind a reliable one that has not been transmitted yet
+  // must wait for it: an ENet receiver that gets it first holds it and then, releasing a run
+  // of reliable messages at once, discards it as late.
+  bool waits_for_reliable(const Peer& p, const OutCmd* u) const {
+    if (u->command.channel_id >= p.channels.size() || u->command.unsequenced_flag()) return false;
+    const std::uint16_t d = ahead(u->reliable_seq, p.channels[u->command.channel_id].out_reliable_sent);
+    return d != 0 && d < 0x8000;
+  }
+
   // Outgoing commands in the order they were queued (retransmissions first, since they are
-  // older), so an unreliable message never overtakes the reliable one it is sequenced behind.
-  // Once the reliable side is blocked by its windows, unreliable traffic still flows.
+  // older). Once the reliable side is blocked by its windows, unreliable traffic still flows,
+  // except what is sequenced behind a reliable message still waiting.
   void write_commands(Peer& p, Build& b) {
     bool reliable_blocked = false;
     while (true) {
       OutCmd* r = reliable_blocked ? nullptr : p.outgoing_reliable.front();
       OutCmd* u = p.outgoing_unreliable.front();
+      if (u != nullptr && reliable_blocked && waits_for_reliable(p, u)) u = nullptr;
       if (r == nullptr && u == nullptr) return;
       Wrote w;
       if (r != nullptr && (u == nullptr || r->queue_order < u->queue_order)) {

@@ -39,7 +39,10 @@ struct HostConfig {
   bool checksum = false;                         // CRC32 on every datagram (both sides must agree)
   std::uint32_t max_packet_size = kDefaultMaxPacketSize;
   std::uint32_t max_waiting_data = kDefaultMaxWaitingData;  // per peer: reassembly + undelivered
-  std::size_t memory_cap = std::size_t{512} << 20;          // host-wide cap on buffered incoming data
+  // Host-wide cap on buffered incoming data. Fragment reassembly may use three quarters of it,
+  // so whole messages always find room; when the cap is hit, the connection holding the most
+  // undelivered data is evicted (disconnect event with reason `evicted`).
+  std::size_t memory_cap = std::size_t{512} << 20;
   // Defaults for new connections (ENet's names and values).
   std::uint32_t ping_interval_ms = kPingInterval;
   std::uint32_t timeout_limit = kTimeoutLimit;
@@ -65,7 +68,9 @@ struct HostCounters {
   std::uint64_t retransmits = 0;
   std::uint64_t acks_out = 0;
   std::uint64_t peer_timer_runs = 0;  // peers whose timers fired (work done for idle peers)
+  std::uint64_t evictions = 0;        // connections dropped to honour memory_cap
   std::size_t buffered_bytes = 0;     // incoming data held for reassembly/ordering/delivery
+  std::size_t reassembly_bytes = 0;   // of which incomplete fragment sets
   DropCounters drops;
 };
 

@@ -189,24 +189,15 @@ std::size_t encode_header(std::span<std::byte> out, const Header& h, bool checks
 // ---- Commands --------------------------------------------------------------------------
 
 bool CommandDecoder::next(Command& c, Drop& why) {
-  if (reader_.remaining() == 0) return false;
-  if (reader_.remaining() < kCommandHeaderSize) {
-    why = Drop::truncated_command;
-    return false;
-  }
+  if (failed_ || reader_.remaining() == 0) return false;
+  if (reader_.remaining() < kCommandHeaderSize) return fail(Drop::truncated_command, why);
   reader_.read_u8(c.command);
   reader_.read_u8(c.channel_id);
   reader_.read_u16(c.reliable_seq);
   const Cmd type = c.type();
   const std::size_t size = command_size(type);
-  if (size == 0) {
-    why = Drop::unknown_command;
-    return false;
-  }
-  if (reader_.remaining() < size - kCommandHeaderSize) {
-    why = Drop::truncated_command;
-    return false;
-  }
+  if (size == 0) return fail(Drop::unknown_command, why);
+  if (reader_.remaining() < size - kCommandHeaderSize) return fail(Drop::truncated_command, why);
   c.payload = {};
   Reader& r = reader_;
   switch (type) {
@@ -267,14 +258,10 @@ bool CommandDecoder::next(Command& c, Drop& why) {
       break;
     case Cmd::none:
     case Cmd::count:
-      why = Drop::unknown_command;
-      return false;
+      return fail(Drop::unknown_command, why);
   }
   const std::uint16_t len = c.data_length();
-  if (len > 0 && !r.read_bytes(len, c.payload)) {
-    why = Drop::payload_past_datagram;
-    return false;
-  }
+  if (len > 0 && !r.read_bytes(len, c.payload)) return fail(Drop::payload_past_datagram, why);
   return true;
 }
 

@@ -234,10 +234,18 @@ class CommandDecoder {
   CommandDecoder(std::span<const std::byte> datagram, std::size_t offset)
       : reader_(datagram.subspan(offset)) {}
   bool next(Command& out, Drop& why);
-  bool at_end() const { return reader_.remaining() == 0; }
+  // True only after a clean end: a malformed command is never mistaken for one, even when it
+  // happens to consume the datagram's last byte.
+  bool at_end() const { return !failed_ && reader_.remaining() == 0; }
 
  private:
+  bool fail(Drop reason, Drop& why) {
+    why = reason;
+    failed_ = true;
+    return false;
+  }
   Reader reader_;
+  bool failed_ = false;
 };
 
 // Encodes the header (checksum field written as zero when `checksum`); returns bytes written.

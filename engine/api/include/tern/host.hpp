@@ -110,6 +110,9 @@ class Host {
   HostStats stats() const;
   Endpoint local_endpoint() const;
   std::uint64_t now_us() const;  // the host's clock
+  // When the host next has timer work (retransmit, ping, timeout), on its clock; UINT64_MAX
+  // when idle. Lets a caller on virtual time (the sim network) advance exactly that far.
+  std::uint64_t next_deadline_us() const;
 
  private:
   struct Impl;

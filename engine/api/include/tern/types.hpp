@@ -51,6 +51,7 @@ enum class DisconnectReason : std::uint8_t {
   timeout,    // the peer stopped answering within the timeout limits
   refused,    // the handshake failed (bad parameters, peer limit on the other side)
   replaced,   // a new connection from the same address superseded this one
+  evicted,    // this host dropped the connection to keep buffered data under its memory cap
 };
 
 const char* to_string(DisconnectReason r);

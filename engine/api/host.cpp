@@ -1,0 +1,261 @@
+// tern::Host: the sans-I/O HostCore glued to one driver and one clock.
+//
+// All I/O buffers are sized once at construction; service() itself never allocates, so the
+// per-packet path stays off the heap (DESIGN §2).
+#include <tern/host.hpp>
+
+#include "driver.hpp"
+#include "host_core.hpp"
+#include "socket_driver.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace tern {
+
+namespace {
+
+// Datagrams per flush() call and frames per rx_burst(); one burst of the drivers' batching.
+constexpr std::size_t kBatch = 64;
+// Bursts received per service pass before timers and transmission get a turn: a flooded
+// socket must not starve retransmits and acks of the peers that are already connected.
+constexpr std::size_t kMaxRxBurstsPerPass = 64;
+
+constexpr std::uint64_t kNever = std::numeric_limits<std::uint64_t>::max();
+
+std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) {
+  return b > kNever - a ? kNever : a + b;
+}
+
+// splitmix64: spreads a low-entropy value (a clock reading) over all 64 bits.
+std::uint64_t mix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+proto::HostConfig to_config(const HostOptions& o, std::uint64_t seed) {
+  proto::HostConfig c;
+  c.peer_limit = o.peer_limit;
+  c.channel_limit = std::clamp(o.channel_limit, proto::kMinChannelCount, proto::kMaxChannelCount);
+  c.incoming_bandwidth = o.incoming_bandwidth;
+  c.outgoing_bandwidth = o.outgoing_bandwidth;
+  c.mtu = std::clamp(o.mtu, proto::kMinMtu, proto::kMaxMtu);
+  c.checksum = o.checksum;
+  c.max_packet_size = o.max_packet_size;
+  c.max_waiting_data = o.max_waiting_data;
+  c.memory_cap = o.memory_cap;
+  c.ping_interval_ms = o.ping_interval_ms;
+  c.timeout_limit = o.timeout_limit;
+  c.timeout_minimum_ms = o.timeout_minimum_ms;
+  c.timeout_maximum_ms = o.timeout_maximum_ms;
+  c.random_seed = seed;
+  return c;
+}
+
+// A zero seed means "pick one": the clock reading and the host's own address, so two hosts
+// started in the same microsecond (every host on a sim network starts at time 0) still
+// differ. Real hosts add the wall clock for a different seed per run; on a simulated clock it
+// is left out to keep runs reproducible.
+std::uint64_t choose_seed(const HostOptions& o, rt::Clock& clock, const Endpoint& local,
+                          bool wall_clock_entropy) {
+  if (o.random_seed != 0) return o.random_seed;
+  std::uint64_t x = mix64(clock.now_us()) ^ EndpointHash()(local);
+  if (wall_clock_entropy) {
+    x ^= mix64(
+        static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()));
+  }
+  const std::uint64_t seed = mix64(x);
+  return seed != 0 ? seed : 0x7465726e;  // xorshift state must not be zero
+}
+
+}  // namespace
+
+struct Host::Impl {
+  Impl(const proto::HostConfig& config, std::unique_ptr<rt::Driver> driver, rt::Clock& clock,
+       std::unique_ptr<rt::Clock> owned_clock)
+      : owned_clock_(std::move(owned_clock)),
+        clock_(clock),
+        driver_(std::move(driver)),
+        caps_(driver_->caps()),
+        core_(config),
+        out_(kBatch),
+        tx_(kBatch),
+        rx_(kBatch) {
+    tx_chunk_ = std::clamp<std::size_t>(caps_.max_burst, 1, kBatch);
+  }
+
+  // Drains the driver: every datagram that is ready goes into the core, in bounded bursts.
+  void receive_all() {
+    for (std::size_t burst = 0; burst < kMaxRxBurstsPerPass; ++burst) {
+      const std::size_t n = driver_->rx_burst(rx_);
+      if (n == 0) return;
+      // Frames stay valid only until the next rx_burst, so each burst is consumed whole here.
+      const std::uint64_t now = clock_.now_us();
+      for (std::size_t i = 0; i < n; ++i) core_.on_datagram(now, rx_[i].from, rx_[i].bytes);
+    }
+  }
+
+  // Runs the core's timers and transmits what it builds, batch by batch.
+  void transmit_all() {
+    const std::uint64_t now = clock_.now_us();
+    for (;;) {
+      const std::size_t n = core_.flush(now, out_);
+      for (std::size_t sent = 0; sent < n; sent += tx_chunk_) {
+        const std::size_t chunk = std::min(tx_chunk_, n - sent);
+        for (std::size_t i = 0; i < chunk; ++i) {
+          tx_[i].to = out_[sent + i].to;
+          tx_[i].bytes = out_[sent + i].view();
+        }
+        // What the driver refuses is counted in its own stats; UDP loss is the protocol's job.
+        driver_->tx_burst(std::span<const rt::TxFrame>(tx_.data(), chunk));
+      }
+      if (n < out_.size()) return;
+    }
+  }
+
+  bool service(Event& event, std::chrono::microseconds timeout) {
+    if (core_.poll_event(event)) return true;
+    const std::uint64_t wait_total =
+        timeout.count() > 0 ? static_cast<std::uint64_t>(timeout.count()) : 0;
+    const std::uint64_t deadline = saturating_add(clock_.now_us(), wait_total);
+    for (;;) {
+      receive_all();
+      transmit_all();
+      if (core_.poll_event(event)) return true;
+      // Virtual time only moves when the owner of the simulation advances it: waiting here
+      // would spin forever, so one pass is all a non-waitable driver gets.
+      if (!caps_.waitable) return false;
+      const std::uint64_t now = clock_.now_us();
+      if (now >= deadline) return false;
+      const std::uint64_t wake = std::min(deadline, core_.next_deadline_us());
+      driver_->wait(wake > now ? wake - now : 0);
+    }
+  }
+
+  std::unique_ptr<rt::Clock> owned_clock_;  // set by listen(); declared first so it dies last
+  rt::Clock& clock_;
+  std::unique_ptr<rt::Driver> driver_;
+  rt::DriverCaps caps_;
+  proto::HostCore core_;
+  std::vector<proto::OutDatagram> out_;
+  std::vector<rt::TxFrame> tx_;
+  std::vector<rt::RxFrame> rx_;
+  std::size_t tx_chunk_ = kBatch;
+};
+
+Host::Host(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Host::~Host() = default;
+
+std::unique_ptr<Host> Host::listen(const HostOptions& options, const Endpoint& bind,
+                                   std::string& error) {
+  drv::SocketOptions so;
+  so.bind = bind;
+  so.receive_buffer = options.socket_receive_buffer;
+  so.send_buffer = options.socket_send_buffer;
+  so.burst = kBatch;
+  std::unique_ptr<rt::Driver> driver = drv::open_socket_driver(so, error);
+  if (driver == nullptr) {
+    if (error.empty()) error = "cannot open a UDP socket on " + bind.to_string();
+    return nullptr;
+  }
+  auto clock = std::make_unique<rt::SteadyClock>();
+  rt::Clock& clock_ref = *clock;
+  const proto::HostConfig config =
+      to_config(options, choose_seed(options, clock_ref, driver->local_endpoint(), true));
+  return std::unique_ptr<Host>(
+      new Host(std::make_unique<Impl>(config, std::move(driver), clock_ref, std::move(clock))));
+}
+
+std::unique_ptr<Host> Host::over(const HostOptions& options, std::unique_ptr<rt::Driver> driver,
+                                 rt::Clock& clock) {
+  if (driver == nullptr) return nullptr;
+  const proto::HostConfig config =
+      to_config(options, choose_seed(options, clock, driver->local_endpoint(), false));
+  return std::unique_ptr<Host>(
+      new Host(std::make_unique<Impl>(config, std::move(driver), clock, nullptr)));
+}
+
+PeerHandle Host::connect(const Endpoint& address, std::size_t channel_count, std::uint32_t data) {
+  return impl_->core_.connect(impl_->clock_.now_us(), address, channel_count, data);
+}
+
+SendResult Host::send(PeerHandle peer, std::uint8_t channel, Delivery delivery, Packet payload) {
+  return impl_->core_.send(peer, channel, delivery, std::move(payload));
+}
+
+SendResult Host::send(PeerHandle peer, std::uint8_t channel, Delivery delivery,
+                      std::span<const std::byte> payload) {
+  return impl_->core_.send(peer, channel, delivery, payload);
+}
+
+void Host::disconnect(PeerHandle peer, std::uint32_t data) { impl_->core_.disconnect(peer, data); }
+
+void Host::disconnect_now(PeerHandle peer, std::uint32_t data) {
+  impl_->core_.disconnect_now(peer, data);
+  // enet_peer_disconnect_now flushes at once: the peer is forgotten, so nothing later would.
+  impl_->transmit_all();
+}
+
+void Host::disconnect_later(PeerHandle peer, std::uint32_t data) {
+  impl_->core_.disconnect_later(peer, data);
+}
+
+void Host::reset(PeerHandle peer) { impl_->core_.reset(peer); }
+
+bool Host::service(Event& event, std::chrono::microseconds timeout) {
+  return impl_->service(event, timeout);
+}
+
+bool Host::check_events(Event& event) { return impl_->core_.poll_event(event); }
+
+void Host::flush() { impl_->transmit_all(); }
+
+bool Host::peer_stats(PeerHandle peer, PeerStats& out) const {
+  return impl_->core_.peer_stats(peer, out);
+}
+
+PeerState Host::peer_state(PeerHandle peer) const { return impl_->core_.peer_state(peer); }
+
+Endpoint Host::peer_address(PeerHandle peer) const {
+  return impl_->core_.peer_address(peer).value_or(Endpoint{});
+}
+
+std::size_t Host::peer_count() const { return impl_->core_.peer_count(); }
+
+HostStats Host::stats() const {
+  const proto::HostCounters& c = impl_->core_.counters();
+  HostStats s;
+  s.datagrams_in = c.datagrams_in;
+  s.bytes_in = c.bytes_in;
+  s.datagrams_out = c.datagrams_out;
+  s.bytes_out = c.bytes_out;
+  s.messages_in = c.messages_in;
+  s.messages_out = c.messages_out;
+  s.connects = c.connects;
+  s.disconnects = c.disconnects;
+  s.timeouts = c.timeouts;
+  s.retransmits = c.retransmits;
+  s.dropped = c.drops.total();
+  s.peers = impl_->core_.peer_count();
+  s.buffered_bytes = c.buffered_bytes;
+  for (std::size_t i = 0; i < proto::kDropCount; ++i) {
+    if (c.drops.by_reason[i] != 0) {
+      s.drops_by_reason.emplace_back(proto::drop_name(static_cast<proto::Drop>(i)),
+                                     c.drops.by_reason[i]);
+    }
+  }
+  return s;
+}
+
+Endpoint Host::local_endpoint() const { return impl_->driver_->local_endpoint(); }
+
+std::uint64_t Host::now_us() const { return impl_->clock_.now_us(); }
+
+std::uint64_t Host::next_deadline_us() const { return impl_->core_.next_deadline_us(); }
+
+}  // namespace tern
