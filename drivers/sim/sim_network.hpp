@@ -8,8 +8,12 @@
 
 #include "driver.hpp"
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
+#include <string>
+#include <vector>
 
 namespace tern::drv {
 
@@ -60,6 +64,36 @@ class SimNetwork final : public rt::Clock {
   friend class SimDriver;
   struct Impl;
   std::unique_ptr<Impl> impl_;
+};
+
+// One host's view of the network. Datagrams sent through it enter the link towards their
+// destination at the network's current time; rx_burst hands out, in delivery order, those
+// addressed to it whose delivery time has come. Spans stay valid until the next rx_burst.
+class SimDriver final : public rt::Driver {
+ public:
+  ~SimDriver() override;
+  SimDriver(const SimDriver&) = delete;
+  SimDriver& operator=(const SimDriver&) = delete;
+
+  std::size_t rx_burst(std::span<rt::RxFrame> out) override;
+  // Every frame is handed to the network (it returns frames.size()); what the links then lose
+  // or drop shows in SimNetwork::stats(), as it would on a real wire.
+  std::size_t tx_burst(std::span<const rt::TxFrame> frames) override;
+  void wait(std::uint64_t) override {}  // virtual time: only the test moves the clock
+
+  Endpoint local_endpoint() const override { return address_; }
+  rt::DriverCaps caps() const override;
+  rt::DriverStats stats() const override { return stats_; }
+  std::string name() const override { return "sim"; }
+
+ private:
+  friend class SimNetwork;
+  SimDriver(SimNetwork::Impl* net, const Endpoint& address);
+
+  SimNetwork::Impl* net_;  // null once the network is destroyed
+  Endpoint address_;
+  rt::DriverStats stats_;
+  std::vector<std::vector<std::byte>> held_;  // payloads lent out by the last rx_burst
 };
 
 }  // namespace tern::drv

@@ -8,7 +8,10 @@
 
 #include "driver.hpp"
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 namespace tern::drv {
@@ -25,5 +28,50 @@ struct SocketOptions {
 class SocketDriver;
 // Opens and binds the socket; on failure returns nullptr and a one-line reason in `error`.
 std::unique_ptr<SocketDriver> open_socket_driver(const SocketOptions& options, std::string& error);
+
+class SocketDriver final : public rt::Driver {
+ public:
+  // ENet's largest MTU is 4096; a slot twice that leaves room for extensions, and anything
+  // bigger is not ours: the kernel truncates it and rx_burst drops it as rx_truncated.
+  static constexpr std::size_t kRxSlotBytes = 8192;
+  // recvmmsg/sendmmsg refuse vectors longer than UIO_MAXIOV.
+  static constexpr std::size_t kMaxBurst = 1024;
+
+  ~SocketDriver() override;
+  SocketDriver(const SocketDriver&) = delete;
+  SocketDriver& operator=(const SocketDriver&) = delete;
+
+  std::size_t rx_burst(std::span<rt::RxFrame> out) override;
+  std::size_t tx_burst(std::span<const rt::TxFrame> frames) override;
+  void wait(std::uint64_t timeout_us) override;
+
+  Endpoint local_endpoint() const override { return local_; }
+  rt::DriverCaps caps() const override;
+  rt::DriverStats stats() const override { return stats_; }
+  std::string name() const override { return "socket"; }
+
+  // Beyond rt::Driver: the descriptor, for callers that multiplex several drivers in one
+  // poll set, and the receive buffer the kernel actually granted (it may clamp the request).
+  int fd() const { return fd_; }
+  int receive_buffer_bytes() const;
+
+ private:
+  struct Batch;  // mmsghdr vectors and receive slots; keeps <sys/socket.h> out of this header
+
+  SocketDriver(int fd, bool ipv6, bool dual_stack, std::size_t burst, const Endpoint& local);
+  friend std::unique_ptr<SocketDriver> open_socket_driver(const SocketOptions&, std::string&);
+
+  // Sends up to burst_ frames; `wait_budget` bounds how often this tx_burst call may sleep
+  // on a full socket buffer before it gives up and drops.
+  std::size_t send_chunk(std::span<const rt::TxFrame> frames, int& wait_budget);
+
+  int fd_ = -1;
+  bool ipv6_ = false;
+  bool dual_stack_ = false;
+  std::size_t burst_ = 64;
+  Endpoint local_;
+  rt::DriverStats stats_;
+  std::unique_ptr<Batch> batch_;
+};
 
 }  // namespace tern::drv

@@ -1,0 +1,48 @@
+// Command-line helpers shared by the apps: a table-driven long-flag parser and number parsing.
+//
+// Every app takes GNU-style long flags ("--count 5" or "--count=5") and nothing positional, so
+// one small parser covers them; what a flag means and which combinations are legal stay in
+// the app.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tern::app {
+
+struct FlagSpec {
+  std::string_view name;  // without the leading "--"
+  bool takes_value = false;
+};
+
+class CommandLine {
+ public:
+  // Parses argv[1..argc). False with a one-line reason on an unknown flag, a missing or
+  // unexpected value, or a positional argument.
+  bool parse(int argc, const char* const* argv, std::span<const FlagSpec> specs,
+             std::string& error);
+
+  bool has(std::string_view name) const { return count(name) != 0; }
+  std::size_t count(std::string_view name) const;
+  // The value of the last occurrence (later flags override earlier ones, as in most tools).
+  std::optional<std::string_view> value(std::string_view name) const;
+  // Names in the order they were given, repeats included.
+  std::vector<std::string_view> names() const;
+
+ private:
+  struct Given {
+    std::string_view name;
+    std::string_view value;
+  };
+  std::vector<Given> given_;
+};
+
+// Decimal unsigned integer in [min, max]; nullopt on anything else (signs, spaces, overflow).
+std::optional<std::uint64_t> parse_uint(std::string_view text, std::uint64_t min,
+                                        std::uint64_t max);
+
+}  // namespace tern::app

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs every Debian package the build, the tests and the demo need. Idempotent: asks apt
+# only for what dpkg does not already list as installed, and refreshes the package lists only
+# then. Prints one line: what it installed, or that everything was present.
+set -euo pipefail
+
+packages=(
+  build-essential g++ meson ninja-build pkg-config python3
+  libenet-dev                                 # reference peer: interop tests, perf/reference
+  libgtest-dev libgmock-dev googletest        # tests
+  libbenchmark-dev                            # perf/micro
+  clang libfuzzer-14-dev libclang-rt-14-dev   # tests/fuzz (libFuzzer needs clang)
+  liburing-dev                                # drivers/uring
+  iproute2 procps util-linux                  # ss, ps/pkill, taskset for demos and perf
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "setup: all ${#packages[@]} packages already present"
+  exit 0
+fi
+
+sudo=()
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "setup: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+  sudo=(sudo)
+fi
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+export DEBIAN_FRONTEND=noninteractive
+apt_opts=(-o DPkg::Lock::Timeout=300 -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold)
+if ! { "${sudo[@]}" apt-get "${apt_opts[@]}" update -q &&
+       "${sudo[@]}" apt-get "${apt_opts[@]}" install -y -q --no-install-recommends "${missing[@]}"; } >"$log" 2>&1; then
+  tail -n 30 "$log" >&2
+  echo "setup: apt-get failed while installing: ${missing[*]}" >&2
+  exit 1
+fi
+echo "setup: installed ${missing[*]}"
