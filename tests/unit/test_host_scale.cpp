@@ -1,0 +1,150 @@
+// One server core holds far more connections than ENet's 4095 peer IDs, from IPv4 and IPv6
+// addresses alike, because connections are found by address; the 12-bit peer IDs on the wire
+// repeat and must not get mixed up.
+#include "host_core.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+namespace tern::proto {
+namespace {
+
+constexpr std::size_t kClients = 6000;
+
+Endpoint client_address(std::size_t i) {
+  if (i % 2 == 0) return Endpoint::v4(0x7f000000u | static_cast<std::uint32_t>(1 + i / 2), 40000);
+  std::uint8_t a[16] = {0xfd, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  a[14] = static_cast<std::uint8_t>(i >> 8);
+  a[15] = static_cast<std::uint8_t>(i);
+  return Endpoint::v6(a, 40001);
+}
+
+struct Fleet {
+  HostCore server;
+  Endpoint server_address = Endpoint::v4(0x7f000001u, 7777);
+  std::vector<std::unique_ptr<HostCore>> clients;
+  std::vector<PeerHandle> client_peers;
+  std::vector<OutDatagram> batch = std::vector<OutDatagram>(64);
+  std::uint64_t now = 1'000'000;
+
+  explicit Fleet(HostConfig server_config) : server(server_config) {
+    for (std::size_t i = 0; i < kClients; ++i) {
+      HostConfig c;
+      c.random_seed = 1000 + i;
+      clients.push_back(std::make_unique<HostCore>(c));
+    }
+  }
+
+  // Delivers everything every host has to send, one round.
+  void round() {
+    for (std::size_t i = 0; i < kClients; ++i) {
+      std::size_t n;
+      while ((n = clients[i]->flush(now, batch)) > 0) {
+        for (std::size_t k = 0; k < n; ++k) {
+          ASSERT_EQ(batch[k].to, server_address);
+          server.on_datagram(now, client_address(i), batch[k].view());
+        }
+        if (n < batch.size()) break;
+      }
+    }
+    std::size_t n;
+    while ((n = server.flush(now, batch)) > 0) {
+      for (std::size_t k = 0; k < n; ++k) {
+        const std::size_t i = index_of(batch[k].to);
+        ASSERT_LT(i, kClients);
+        clients[i]->on_datagram(now, server_address, batch[k].view());
+      }
+      if (n < batch.size()) break;
+    }
+    now += 5'000;
+  }
+
+  static std::size_t index_of(const Endpoint& e) {
+    if (e.is_v4()) return (e.v4_host_order() & 0xffffffu) * 2 - 2;
+    return (std::size_t{e.addr[14]} << 8) | e.addr[15];
+  }
+};
+
+TEST(HostScale, SixThousandPeersFromIPv4AndIPv6Addresses) {
+  HostConfig sc;
+  sc.peer_limit = kClients;
+  Fleet f(sc);
+  for (std::size_t i = 0; i < kClients; ++i) {
+    f.client_peers.push_back(f.clients[i]->connect(f.now, f.server_address, 2, static_cast<std::uint32_t>(i)));
+  }
+  for (int r = 0; r < 6; ++r) f.round();
+  ASSERT_EQ(f.server.peer_count(), kClients);
+
+  // Every connect event names its client by the connect data; each client then sends its own
+  // index, which the server must see from that client's address and echo back.
+  std::vector<PeerHandle> server_side(kClients);
+  Event ev;
+  std::size_t connects = 0;
+  while (f.server.poll_event(ev)) {
+    ASSERT_EQ(ev.type, EventType::connect);
+    ASSERT_LT(ev.data, kClients);
+    EXPECT_EQ(ev.address, client_address(ev.data));
+    server_side[ev.data] = ev.peer;
+    ++connects;
+  }
+  ASSERT_EQ(connects, kClients);
+  for (std::size_t i = 0; i < kClients; ++i) {
+    ASSERT_TRUE(f.clients[i]->poll_event(ev));
+    ASSERT_EQ(ev.type, EventType::connect);
+    std::uint32_t v = static_cast<std::uint32_t>(i);
+    ASSERT_EQ(f.clients[i]->send(f.client_peers[i], 1, Delivery::reliable, std::as_bytes(std::span(&v, 1))),
+              SendResult::ok);
+  }
+  f.round();
+  std::size_t received = 0;
+  while (f.server.poll_event(ev)) {
+    ASSERT_EQ(ev.type, EventType::receive);
+    std::uint32_t v;
+    ASSERT_EQ(ev.packet.size(), sizeof v);
+    std::memcpy(&v, ev.packet.bytes().data(), sizeof v);
+    ASSERT_LT(v, kClients);
+    EXPECT_EQ(ev.peer, server_side[v]) << "message " << v << " arrived on another connection";
+    EXPECT_EQ(ev.address, client_address(v));
+    ASSERT_EQ(f.server.send(ev.peer, ev.channel, ev.delivery, ev.packet), SendResult::ok);
+    ++received;
+  }
+  EXPECT_EQ(received, kClients);
+  for (int r = 0; r < 3; ++r) f.round();
+  for (std::size_t i = 0; i < kClients; ++i) {
+    ASSERT_TRUE(f.clients[i]->poll_event(ev)) << "client " << i << " got no echo";
+    ASSERT_EQ(ev.type, EventType::receive);
+    std::uint32_t v;
+    std::memcpy(&v, ev.packet.bytes().data(), sizeof v);
+    EXPECT_EQ(v, i);
+    f.clients[i]->disconnect(f.client_peers[i], 9);
+  }
+  for (int r = 0; r < 6; ++r) f.round();
+  std::size_t disconnects = 0;
+  while (f.server.poll_event(ev)) {
+    EXPECT_EQ(ev.type, EventType::disconnect);
+    EXPECT_EQ(ev.reason, DisconnectReason::remote);
+    EXPECT_EQ(ev.data, 9u);
+    ++disconnects;
+  }
+  EXPECT_EQ(disconnects, kClients);
+  EXPECT_EQ(f.server.peer_count(), 0u);
+  EXPECT_EQ(f.server.counters().drops.total(), f.server.counters().drops[Drop::unexpected_ack]);
+}
+
+TEST(HostScale, PeerLimitRefusesTheNextConnect) {
+  HostConfig sc;
+  sc.peer_limit = 100;
+  Fleet f(sc);
+  for (std::size_t i = 0; i < kClients; ++i) {
+    f.client_peers.push_back(f.clients[i]->connect(f.now, f.server_address, 1, 0));
+  }
+  for (int r = 0; r < 4; ++r) f.round();
+  EXPECT_EQ(f.server.peer_count(), 100u);
+  EXPECT_GE(f.server.counters().drops[Drop::peer_limit], kClients - 100);
+}
+
+}  // namespace
+}  // namespace tern::proto
