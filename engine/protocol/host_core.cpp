@@ -964,14 +964,16 @@ struct HostCore::Impl {
     if (p.last_receive_time > 0) {
       throttle(p, rtt);
       p.rtt_variance -= p.rtt_variance / 4;
+      // ENet truncates diff/8, so a smoothed RTT up to 7 ms below a steady sample never
+      // moves and the throttle can sit at 0 for good; rounding lets it converge.
       if (rtt >= p.rtt) {
         const std::uint32_t diff = rtt - p.rtt;
         p.rtt_variance += diff / 4;
-        p.rtt += diff / 8;
+        p.rtt += (diff + 4) / 8;
       } else {
         const std::uint32_t diff = p.rtt - rtt;
         p.rtt_variance += diff / 4;
-        p.rtt -= diff / 8;
+        p.rtt -= (diff + 4) / 8;
       }
     } else {
       p.rtt = rtt;
