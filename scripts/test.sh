@@ -14,12 +14,33 @@ ninja -C build-test || { status=$?; echo "build failed (ninja exit $status)"; ex
 meson test -C build-test --print-errorlogs --num-processes 2 "$@"
 status=$?
 
-python3 - build-test/meson-logs/testlog.json <<'PY'
+# The same core under AddressSanitizer + UndefinedBehaviorSanitizer: every suite that drives
+# the protocol core in-process. Skipped when a suite was picked on the command line.
+logs=(build-test/meson-logs/testlog.json)
+if [ "$#" -eq 0 ] && [ "${TERN_SKIP_SANITIZERS:-0}" != 1 ]; then
+  rm -rf build-asan
+  if meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=disabled \
+        -Dbenchmarks=disabled >/dev/null && ninja -C build-asan; then
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+      meson test -C build-asan --print-errorlogs --num-processes 2 \
+        --suite unit --suite api --suite drivers --suite sim --suite attack
+    asan_status=$?
+    [ "$asan_status" -ne 0 ] && status=$asan_status
+    logs+=(build-asan/meson-logs/testlog.json)
+  else
+    echo "sanitizer build failed"
+    status=1
+  fi
+fi
+
+python3 - "${logs[@]}" <<'PY'
 import json, sys
 
 passed = failed = skipped = 0
-try:
-    with open(sys.argv[1]) as log:
+for path in sys.argv[1:]:
+  try:
+    with open(path) as log:
         for line in log:
             line = line.strip()
             if not line:
@@ -31,7 +52,7 @@ try:
                 skipped += 1
             else:  # FAIL, UNEXPECTEDPASS, TIMEOUT, ERROR
                 failed += 1
-except FileNotFoundError:
+  except FileNotFoundError:
     pass  # no test defined yet: meson writes no log
 summary = f"{passed} passed, {failed} failed"
 if skipped:

@@ -124,9 +124,13 @@ struct Host::Impl {
         timeout.count() > 0 ? static_cast<std::uint64_t>(timeout.count()) : 0;
     const std::uint64_t deadline = saturating_add(clock_.now_us(), wait_total);
     for (;;) {
-      receive_all();
+      // Replies the application queued while handling the previous events leave together with
+      // the acknowledgements those events' datagrams asked for: one datagram instead of two
+      // per reliable request/response (libenet sends the ack on its own first).
       transmit_all();
+      receive_all();
       if (core_.poll_event(event)) return true;
+      transmit_all();  // nothing for the application: acknowledgements and timers go now
       // Virtual time only moves when the owner of the simulation advances it: waiting here
       // would spin forever, so one pass is all a non-waitable driver gets.
       if (!caps_.waitable) return false;
