@@ -18,15 +18,15 @@
 namespace tern::drv {
 
 struct LinkConditions {
-  double loss = 0.0;            // probability a datagram is dropped
-  double duplicate = 0.0;       // probability a datagram is delivered twice
-  double reorder = 0.0;         // probability a datagram is held back by reorder_delay_us
+  double loss = 0.0;                   // probability a datagram is dropped
+  double duplicate = 0.0;              // probability a datagram is delivered twice
+  double reorder = 0.0;                // probability a datagram is held back by reorder_delay_us
   std::uint64_t latency_us = 0;        // one-way base delay
   std::uint64_t jitter_us = 0;         // uniform extra delay in [0, jitter_us]
   std::uint64_t reorder_delay_us = 0;  // extra delay of a reordered datagram
   std::uint64_t bandwidth_bytes_per_s = 0;  // 0 = unlimited; serialisation delay per byte
   std::uint64_t queue_limit_bytes = 0;      // 0 = unlimited; tail-drop beyond this backlog
-  bool down = false;                   // drop everything (a dead link)
+  bool down = false;                        // drop everything (a dead link)
 };
 
 struct SimStats {
@@ -49,8 +49,8 @@ class SimNetwork final : public rt::Clock {
   SimNetwork& operator=(const SimNetwork&) = delete;
 
   std::uint64_t now_us() override;
-  void advance_to(std::uint64_t t_us);         // never moves backwards
-  std::uint64_t next_delivery_us() const;      // UINT64_MAX when nothing is in flight
+  void advance_to(std::uint64_t t_us);     // never moves backwards
+  std::uint64_t next_delivery_us() const;  // UINT64_MAX when nothing is in flight
 
   // The driver stays valid while the network lives; destroying it detaches the address.
   std::unique_ptr<SimDriver> attach(const Endpoint& address);

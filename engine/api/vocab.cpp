@@ -50,7 +50,8 @@ std::optional<Endpoint> Endpoint::parse(std::string_view text) {
   if (host == "localhost") return Endpoint::v4(0x7f000001u, e.port);
   const std::string host_str(host);
   in_addr a4{};
-  if (::inet_pton(AF_INET, host_str.c_str(), &a4) == 1) return Endpoint::v4(ntohl(a4.s_addr), e.port);
+  if (::inet_pton(AF_INET, host_str.c_str(), &a4) == 1)
+    return Endpoint::v4(ntohl(a4.s_addr), e.port);
   in6_addr a6{};
   if (::inet_pton(AF_INET6, host_str.c_str(), &a6) == 1) {
     std::memcpy(e.addr.data(), &a6, 16);

@@ -7,6 +7,7 @@
 
 namespace tern::proto {
 
+// clang-format off
 #define TERN_DROP_REASONS(X)                                                             \
   X(truncated_header, "datagram shorter than the protocol header")                      \
   X(oversize_datagram, "datagram longer than the maximum MTU")                          \
@@ -34,6 +35,7 @@ namespace tern::proto {
   X(memory_cap, "host-wide buffered data at the configured memory cap")                 \
   X(throttled, "unreliable message dropped by the packet throttle")                    \
   X(unexpected_ack, "acknowledgement for nothing in flight")
+// clang-format on
 
 enum class Drop : std::uint8_t {
 #define TERN_DROP_ENUM(name, text) name,

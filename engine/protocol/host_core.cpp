@@ -461,14 +461,11 @@ struct HostCore::Impl {
     }
     oc->command.reliable_seq = oc->reliable_seq;
     switch (cmd.type()) {
-      case Cmd::send_unreliable:
-        oc->command.unreliable.unreliable_seq = oc->unreliable_seq;
-        break;
+      case Cmd::send_unreliable: oc->command.unreliable.unreliable_seq = oc->unreliable_seq; break;
       case Cmd::send_unsequenced:
         oc->command.unsequenced.unsequenced_group = p.outgoing_unsequenced_group;
         break;
-      default:
-        break;
+      default: break;
     }
     if (cmd.needs_ack()) {
       p.outgoing_reliable.push_back(oc);
@@ -533,7 +530,8 @@ struct HostCore::Impl {
       const std::uint16_t w = seq_window(seq);
       if (ch.reliable_windows[w] > 0) {
         --ch.reliable_windows[w];
-        if (ch.reliable_windows[w] == 0) ch.used_reliable_windows &= static_cast<std::uint16_t>(~(1u << w));
+        if (ch.reliable_windows[w] == 0)
+          ch.used_reliable_windows &= static_cast<std::uint16_t>(~(1u << w));
       }
     }
     const Cmd type = found->command.type();
@@ -944,8 +942,8 @@ struct HostCore::Impl {
     if (p.last_rtt <= p.last_rtt_variance) {
       p.packet_throttle = p.packet_throttle_limit;
     } else if (rtt <= p.last_rtt) {
-      p.packet_throttle = std::min(p.packet_throttle + p.packet_throttle_acceleration,
-                                   p.packet_throttle_limit);
+      p.packet_throttle =
+          std::min(p.packet_throttle + p.packet_throttle_acceleration, p.packet_throttle_limit);
     } else if (rtt > p.last_rtt + 2 * p.last_rtt_variance) {
       p.packet_throttle = p.packet_throttle > p.packet_throttle_deceleration
                               ? p.packet_throttle - p.packet_throttle_deceleration
@@ -981,7 +979,8 @@ struct HostCore::Impl {
     }
     p.lowest_rtt = std::min(p.lowest_rtt, p.rtt);
     p.highest_rtt_variance = std::max(p.highest_rtt_variance, p.rtt_variance);
-    if (p.packet_throttle_epoch == 0 || now_ms - p.packet_throttle_epoch >= p.packet_throttle_interval) {
+    if (p.packet_throttle_epoch == 0 ||
+        now_ms - p.packet_throttle_epoch >= p.packet_throttle_interval) {
       p.last_rtt = p.lowest_rtt;
       p.last_rtt_variance = std::max<std::uint32_t>(p.highest_rtt_variance, 1);
       p.lowest_rtt = p.rtt;
@@ -1005,8 +1004,7 @@ struct HostCore::Impl {
       case PeerState::disconnect_later:
         if (!p.has_outgoing()) start_disconnect(p, p.event_data);
         break;
-      default:
-        break;
+      default: break;
     }
     return Handled::ok;
   }
@@ -1015,11 +1013,13 @@ struct HostCore::Impl {
     if (p.incoming_bandwidth == 0 && config.outgoing_bandwidth == 0) {
       p.window_size = kMaxWindowSize;
     } else if (p.incoming_bandwidth == 0 || config.outgoing_bandwidth == 0) {
-      p.window_size = (std::max(p.incoming_bandwidth, config.outgoing_bandwidth) / kWindowSizeScale) *
-                      kMinWindowSize;
+      p.window_size =
+          (std::max(p.incoming_bandwidth, config.outgoing_bandwidth) / kWindowSizeScale) *
+          kMinWindowSize;
     } else {
-      p.window_size = (std::min(p.incoming_bandwidth, config.outgoing_bandwidth) / kWindowSizeScale) *
-                      kMinWindowSize;
+      p.window_size =
+          (std::min(p.incoming_bandwidth, config.outgoing_bandwidth) / kWindowSizeScale) *
+          kMinWindowSize;
     }
     p.window_size = std::clamp(p.window_size, kMinWindowSize, kMaxWindowSize);
   }
@@ -1063,13 +1063,15 @@ struct HostCore::Impl {
     p.event_data = c.data;
 
     constexpr std::uint8_t kSessionValues = kHeaderSessionMask >> kHeaderSessionShift;
-    std::uint8_t incoming_session = c.incoming_session == 0xFF ? p.outgoing_session : c.incoming_session;
+    std::uint8_t incoming_session =
+        c.incoming_session == 0xFF ? p.outgoing_session : c.incoming_session;
     incoming_session = static_cast<std::uint8_t>((incoming_session + 1) & kSessionValues);
     if (incoming_session == p.outgoing_session) {
       incoming_session = static_cast<std::uint8_t>((incoming_session + 1) & kSessionValues);
     }
     p.outgoing_session = incoming_session;
-    std::uint8_t outgoing_session = c.outgoing_session == 0xFF ? p.incoming_session : c.outgoing_session;
+    std::uint8_t outgoing_session =
+        c.outgoing_session == 0xFF ? p.incoming_session : c.outgoing_session;
     outgoing_session = static_cast<std::uint8_t>((outgoing_session + 1) & kSessionValues);
     if (outgoing_session == p.incoming_session) {
       outgoing_session = static_cast<std::uint8_t>((outgoing_session + 1) & kSessionValues);
@@ -1186,12 +1188,14 @@ struct HostCore::Impl {
       const std::uint32_t current = seq_window(ch.in_reliable_seq);
       if (cmd.reliable_seq < ch.in_reliable_seq) window += kReliableWindows;
       // Commands that far ahead were discarded; acknowledging them would lose them for good.
-      if (window >= current + kFreeReliableWindows - 1 && window <= current + kFreeReliableWindows) {
+      if (window >= current + kFreeReliableWindows - 1 &&
+          window <= current + kFreeReliableWindows) {
         return;
       }
     }
     p.outgoing_data_total += kAcknowledgeSize;
-    p.acks.push_back(PendingAck{cmd.reliable_seq, sent_time, cmd.channel_id, cmd.type() == Cmd::disconnect});
+    p.acks.push_back(
+        PendingAck{cmd.reliable_seq, sent_time, cmd.channel_id, cmd.type() == Cmd::disconnect});
   }
 
   void on_datagram(std::uint64_t now_us, const Endpoint& from, std::span<const std::byte> bytes) {
@@ -1264,12 +1268,8 @@ struct HostCore::Impl {
           result = handle_acknowledge(*peer, cmd);
           if (result == Handled::stop) why = Drop::wrong_state;
           break;
-        case Cmd::verify_connect:
-          result = handle_verify_connect(*peer, cmd, why);
-          break;
-        case Cmd::disconnect:
-          result = handle_disconnect(*peer, cmd);
-          break;
+        case Cmd::verify_connect: result = handle_verify_connect(*peer, cmd, why); break;
+        case Cmd::disconnect: result = handle_disconnect(*peer, cmd); break;
         case Cmd::ping:
           if (!peer->connected_like()) {
             why = Drop::wrong_state;
@@ -1326,14 +1326,11 @@ struct HostCore::Impl {
           case PeerState::disconnecting:
           case PeerState::acknowledging_connect:
           case PeerState::disconnected:
-          case PeerState::zombie:
-            break;
+          case PeerState::zombie: break;
           case PeerState::acknowledging_disconnect:
             if (type == Cmd::disconnect) queue_ack(*peer, cmd, dh.header.sent_time);
             break;
-          default:
-            queue_ack(*peer, cmd, dh.header.sent_time);
-            break;
+          default: queue_ack(*peer, cmd, dh.header.sent_time); break;
         }
       }
     }
@@ -1501,10 +1498,10 @@ struct HostCore::Impl {
       if (p.earliest_timeout == 0 || c->sent_time_ms < p.earliest_timeout) {
         p.earliest_timeout = c->sent_time_ms;
       }
-      if (p.earliest_timeout != 0 &&
-          (now_ms - p.earliest_timeout >= p.timeout_maximum ||
-           ((std::uint64_t{1} << std::min<std::uint32_t>(c->send_attempts - 1, 62)) >= p.timeout_limit &&
-            now_ms - p.earliest_timeout >= p.timeout_minimum))) {
+      if (p.earliest_timeout != 0 && (now_ms - p.earliest_timeout >= p.timeout_maximum ||
+                                      ((std::uint64_t{1} << std::min<std::uint32_t>(
+                                            c->send_attempts - 1, 62)) >= p.timeout_limit &&
+                                       now_ms - p.earliest_timeout >= p.timeout_minimum))) {
         notify_disconnect(p, DisconnectReason::timeout);
         return true;
       }
@@ -1573,12 +1570,15 @@ struct HostCore::Impl {
 
   // A reliable command, if the reliable windows and the throttled send window allow it.
   Wrote write_reliable_one(Peer& p, Build& b, OutCmd* c) {
-    Channel* ch = c->command.channel_id < p.channels.size() ? &p.channels[c->command.channel_id] : nullptr;
+    Channel* ch =
+        c->command.channel_id < p.channels.size() ? &p.channels[c->command.channel_id] : nullptr;
     const std::uint16_t w = seq_window(c->reliable_seq);
     if (ch != nullptr && c->send_attempts < 1 && c->reliable_seq % kReliableWindowSize == 0) {
       const std::uint32_t span_mask = (1u << (kFreeReliableWindows + 2)) - 1;
-      const std::uint32_t blocked_windows = (span_mask << w) | (span_mask >> (kReliableWindows - w));
-      if (ch->reliable_windows[(w + kReliableWindows - 1) % kReliableWindows] >= kReliableWindowSize ||
+      const std::uint32_t blocked_windows =
+          (span_mask << w) | (span_mask >> (kReliableWindows - w));
+      if (ch->reliable_windows[(w + kReliableWindows - 1) % kReliableWindows] >=
+              kReliableWindowSize ||
           (ch->used_reliable_windows & blocked_windows) != 0) {
         return Wrote::blocked;  // the receiver may still hold the window we would reuse
       }
@@ -1612,7 +1612,8 @@ struct HostCore::Impl {
 
   Wrote write_unreliable_one(Peer& p, Build& b, OutCmd* c) {
     if (c->packet && c->fragment_offset == 0) {
-      p.packet_throttle_counter = (p.packet_throttle_counter + kPacketThrottleCounter) % kPacketThrottleScale;
+      p.packet_throttle_counter =
+          (p.packet_throttle_counter + kPacketThrottleCounter) % kPacketThrottleScale;
       if (p.packet_throttle_counter > p.packet_throttle) {
         // The throttle drops the whole message: this command and the rest of its fragments.
         const std::uint16_t rseq = c->reliable_seq;
@@ -1641,7 +1642,8 @@ struct HostCore::Impl {
   // of reliable messages at once, discards it as late.
   bool waits_for_reliable(const Peer& p, const OutCmd* u) const {
     if (u->command.channel_id >= p.channels.size() || u->command.unsequenced_flag()) return false;
-    const std::uint16_t d = ahead(u->reliable_seq, p.channels[u->command.channel_id].out_reliable_sent);
+    const std::uint16_t d =
+        ahead(u->reliable_seq, p.channels[u->command.channel_id].out_reliable_sent);
     return d != 0 && d < 0x8000;
   }
 
@@ -1673,8 +1675,8 @@ struct HostCore::Impl {
     if (p.packet_loss_epoch == 0) {
       p.packet_loss_epoch = std::max<std::uint64_t>(now_ms, 1);
     } else if (now_ms - p.packet_loss_epoch >= kPacketLossInterval && p.packets_sent > 0) {
-      const std::uint32_t loss = static_cast<std::uint32_t>(
-          std::uint64_t{p.packets_lost} * kPacketLossScale / p.packets_sent);
+      const std::uint32_t loss = static_cast<std::uint32_t>(std::uint64_t{p.packets_lost} *
+                                                            kPacketLossScale / p.packets_sent);
       const std::uint32_t diff = loss > p.packet_loss ? loss - p.packet_loss : p.packet_loss - loss;
       p.packet_loss_variance = (p.packet_loss_variance * 3 + diff) / 4;
       p.packet_loss = (p.packet_loss * 7 + loss) / 8;
@@ -1786,13 +1788,16 @@ struct HostCore::Impl {
     while (peers_remaining > 0 && needs_adjustment) {
       needs_adjustment = false;
       throttle_value = data_total <= bandwidth ? kPacketThrottleScale
-                                               : bandwidth * kPacketThrottleScale / std::max<std::uint64_t>(data_total, 1);
+                                               : bandwidth * kPacketThrottleScale /
+                                                     std::max<std::uint64_t>(data_total, 1);
       for (Peer* p : connected) {
         if (p->incoming_bandwidth == 0 || p->outgoing_bandwidth_epoch == stamp) continue;
         const std::uint64_t peer_bandwidth = std::uint64_t{p->incoming_bandwidth} * elapsed / 1000;
-        if (throttle_value * p->outgoing_data_total / kPacketThrottleScale <= peer_bandwidth) continue;
-        p->packet_throttle_limit = static_cast<std::uint32_t>(
-            peer_bandwidth * kPacketThrottleScale / std::max<std::uint32_t>(p->outgoing_data_total, 1));
+        if (throttle_value * p->outgoing_data_total / kPacketThrottleScale <= peer_bandwidth)
+          continue;
+        p->packet_throttle_limit =
+            static_cast<std::uint32_t>(peer_bandwidth * kPacketThrottleScale /
+                                       std::max<std::uint32_t>(p->outgoing_data_total, 1));
         if (p->packet_throttle_limit == 0) p->packet_throttle_limit = 1;
         p->packet_throttle = std::min(p->packet_throttle, p->packet_throttle_limit);
         p->outgoing_bandwidth_epoch = stamp;
@@ -1806,7 +1811,8 @@ struct HostCore::Impl {
     }
     if (peers_remaining > 0) {
       throttle_value = data_total <= bandwidth ? kPacketThrottleScale
-                                               : bandwidth * kPacketThrottleScale / std::max<std::uint64_t>(data_total, 1);
+                                               : bandwidth * kPacketThrottleScale /
+                                                     std::max<std::uint64_t>(data_total, 1);
       for (Peer* p : connected) {
         if (p->outgoing_bandwidth_epoch == stamp) continue;
         p->packet_throttle_limit = static_cast<std::uint32_t>(throttle_value);
@@ -1923,7 +1929,8 @@ PeerHandle HostCore::connect(std::uint64_t now_us, const Endpoint& to, std::size
   return impl_->connect(now_us, to, channel_count, data);
 }
 
-SendResult HostCore::send(PeerHandle peer, std::uint8_t channel, Delivery delivery, Packet payload) {
+SendResult HostCore::send(PeerHandle peer, std::uint8_t channel, Delivery delivery,
+                          Packet payload) {
   return impl_->send(peer, channel, delivery, std::move(payload));
 }
 

@@ -31,12 +31,12 @@
 namespace tern::proto {
 
 struct HostConfig {
-  std::size_t peer_limit = 4096;                 // simultaneous connections (any number)
+  std::size_t peer_limit = 4096;                   // simultaneous connections (any number)
   std::uint32_t channel_limit = kMaxChannelCount;  // channels accepted per connection
-  std::uint32_t incoming_bandwidth = 0;          // bytes/s this host can receive, 0 = unlimited
-  std::uint32_t outgoing_bandwidth = 0;          // bytes/s this host can send, 0 = unlimited
+  std::uint32_t incoming_bandwidth = 0;            // bytes/s this host can receive, 0 = unlimited
+  std::uint32_t outgoing_bandwidth = 0;            // bytes/s this host can send, 0 = unlimited
   std::uint32_t mtu = kDefaultMtu;
-  bool checksum = false;                         // CRC32 on every datagram (both sides must agree)
+  bool checksum = false;  // CRC32 on every datagram (both sides must agree)
   std::uint32_t max_packet_size = kDefaultMaxPacketSize;
   std::uint32_t max_waiting_data = kDefaultMaxWaitingData;  // per peer: reassembly + undelivered
   // Host-wide cap on buffered incoming data. Fragment reassembly may use three quarters of it,
@@ -51,7 +51,7 @@ struct HostConfig {
   std::uint32_t throttle_interval_ms = kPacketThrottleInterval;
   std::uint32_t throttle_acceleration = kPacketThrottleAcceleration;
   std::uint32_t throttle_deceleration = kPacketThrottleDeceleration;
-  std::uint64_t random_seed = 0x7465726e;        // connect IDs (xorshift; not a security feature)
+  std::uint64_t random_seed = 0x7465726e;  // connect IDs (xorshift; not a security feature)
 };
 
 struct HostCounters {
@@ -60,8 +60,8 @@ struct HostCounters {
   std::uint64_t datagrams_out = 0;
   std::uint64_t bytes_out = 0;
   std::uint64_t commands_in = 0;
-  std::uint64_t messages_in = 0;    // delivered to the application
-  std::uint64_t messages_out = 0;   // accepted by send()
+  std::uint64_t messages_in = 0;   // delivered to the application
+  std::uint64_t messages_out = 0;  // accepted by send()
   std::uint64_t connects = 0;
   std::uint64_t disconnects = 0;
   std::uint64_t timeouts = 0;

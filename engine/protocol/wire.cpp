@@ -7,12 +7,10 @@ namespace tern::proto {
 const char* drop_name(Drop d) {
   switch (d) {
 #define TERN_DROP_NAME(name, text) \
-  case Drop::name:                 \
-    return #name;
+  case Drop::name: return #name;
     TERN_DROP_REASONS(TERN_DROP_NAME)
 #undef TERN_DROP_NAME
-    case Drop::count_:
-      break;
+    case Drop::count_: break;
   }
   return "unknown";
 }
@@ -20,12 +18,10 @@ const char* drop_name(Drop d) {
 const char* drop_description(Drop d) {
   switch (d) {
 #define TERN_DROP_TEXT(name, text) \
-  case Drop::name:                 \
-    return text;
+  case Drop::name: return text;
     TERN_DROP_REASONS(TERN_DROP_TEXT)
 #undef TERN_DROP_TEXT
-    case Drop::count_:
-      break;
+    case Drop::count_: break;
   }
   return "unknown";
 }
@@ -72,7 +68,8 @@ bool Reader::read_u8(std::uint8_t& v) {
 
 bool Reader::read_u16(std::uint16_t& v) {
   if (remaining() < 2) return false;
-  v = static_cast<std::uint16_t>((std::uint16_t(bytes_[pos_]) << 8) | std::uint16_t(bytes_[pos_ + 1]));
+  v = static_cast<std::uint16_t>((std::uint16_t(bytes_[pos_]) << 8) |
+                                 std::uint16_t(bytes_[pos_ + 1]));
   pos_ += 2;
   return true;
 }
@@ -150,7 +147,8 @@ bool decode_header(std::span<const std::byte> datagram, bool checksum, DecodedHe
     return false;
   }
   out.header.peer_id = word & ~(kHeaderFlagMask | kHeaderSessionMask);
-  out.header.session = static_cast<std::uint8_t>((word & kHeaderSessionMask) >> kHeaderSessionShift);
+  out.header.session =
+      static_cast<std::uint8_t>((word & kHeaderSessionMask) >> kHeaderSessionShift);
   out.header.compressed = (word & kHeaderFlagCompressed) != 0;
   out.header.has_sent_time = (word & kHeaderFlagSentTime) != 0;
   out.header.sent_time = 0;
@@ -222,14 +220,9 @@ bool CommandDecoder::next(Command& c, Drop& why) {
       c.connect.data = 0;
       if (type == Cmd::connect) r.read_u32(c.connect.data);
       break;
-    case Cmd::disconnect:
-      r.read_u32(c.disconnect.data);
-      break;
-    case Cmd::ping:
-      break;
-    case Cmd::send_reliable:
-      r.read_u16(c.reliable.data_length);
-      break;
+    case Cmd::disconnect: r.read_u32(c.disconnect.data); break;
+    case Cmd::ping: break;
+    case Cmd::send_reliable: r.read_u16(c.reliable.data_length); break;
     case Cmd::send_unreliable:
       r.read_u16(c.unreliable.unreliable_seq);
       r.read_u16(c.unreliable.data_length);
@@ -257,8 +250,7 @@ bool CommandDecoder::next(Command& c, Drop& why) {
       r.read_u32(c.throttle.deceleration);
       break;
     case Cmd::none:
-    case Cmd::count:
-      return fail(Drop::unknown_command, why);
+    case Cmd::count: return fail(Drop::unknown_command, why);
   }
   const std::uint16_t len = c.data_length();
   if (len > 0 && !r.read_bytes(len, c.payload)) return fail(Drop::payload_past_datagram, why);
@@ -294,14 +286,9 @@ std::size_t encode_command(std::span<std::byte> out, const Command& c) {
       w.u32(c.connect.connect_id);
       if (type == Cmd::connect) w.u32(c.connect.data);
       break;
-    case Cmd::disconnect:
-      w.u32(c.disconnect.data);
-      break;
-    case Cmd::ping:
-      break;
-    case Cmd::send_reliable:
-      w.u16(c.reliable.data_length);
-      break;
+    case Cmd::disconnect: w.u32(c.disconnect.data); break;
+    case Cmd::ping: break;
+    case Cmd::send_reliable: w.u16(c.reliable.data_length); break;
     case Cmd::send_unreliable:
       w.u16(c.unreliable.unreliable_seq);
       w.u16(c.unreliable.data_length);
@@ -329,8 +316,7 @@ std::size_t encode_command(std::span<std::byte> out, const Command& c) {
       w.u32(c.throttle.deceleration);
       break;
     case Cmd::none:
-    case Cmd::count:
-      return 0;
+    case Cmd::count: return 0;
   }
   return w.ok() ? w.position() : 0;
 }
@@ -381,9 +367,7 @@ std::uint32_t crc32_update(std::uint32_t state, std::span<const std::byte> bytes
   return state;
 }
 
-std::uint32_t crc32(std::span<const std::byte> bytes) {
-  return ~crc32_update(0xFFFFFFFFu, bytes);
-}
+std::uint32_t crc32(std::span<const std::byte> bytes) { return ~crc32_update(0xFFFFFFFFu, bytes); }
 
 namespace {
 void put_be32(std::byte* p, std::uint32_t v) {
@@ -394,7 +378,8 @@ void put_be32(std::byte* p, std::uint32_t v) {
 }
 }  // namespace
 
-void write_checksum(std::span<std::byte> datagram, std::size_t checksum_offset, std::uint32_t seed) {
+void write_checksum(std::span<std::byte> datagram, std::size_t checksum_offset,
+                    std::uint32_t seed) {
   put_be32(datagram.data() + checksum_offset, seed);
   put_be32(datagram.data() + checksum_offset, crc32(datagram));
 }

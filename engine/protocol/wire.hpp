@@ -79,7 +79,8 @@ enum class Cmd : std::uint8_t {
 const char* cmd_name(Cmd c);
 
 // Fixed size of each command on the wire, header included, payload excluded (0 = invalid).
-inline constexpr std::array<std::uint8_t, 13> kCommandSizes = {0, 8, 48, 44, 8, 4, 6, 8, 24, 8, 12, 16, 24};
+inline constexpr std::array<std::uint8_t, 13> kCommandSizes = {0, 8,  48, 44, 8,  4, 6,
+                                                               8, 24, 8,  12, 16, 24};
 inline constexpr std::size_t kCommandHeaderSize = 4;
 inline constexpr std::size_t kFragmentCommandSize = 24;
 inline constexpr std::size_t kAcknowledgeSize = 8;
@@ -216,9 +217,9 @@ class Writer {
 
 struct DecodedHeader {
   Header header;
-  std::size_t size = 0;                 // bytes consumed (including any checksum field)
-  std::size_t checksum_offset = 0;      // where the checksum field sits (if checksum)
-  std::uint32_t checksum = 0;           // the transmitted value, as read big-endian
+  std::size_t size = 0;             // bytes consumed (including any checksum field)
+  std::size_t checksum_offset = 0;  // where the checksum field sits (if checksum)
+  std::uint32_t checksum = 0;       // the transmitted value, as read big-endian
 };
 
 // Parses the header. `checksum` says whether the host runs in checksum mode (a 4-byte CRC

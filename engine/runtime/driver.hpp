@@ -25,9 +25,9 @@ struct TxFrame {
 };
 
 struct DriverCaps {
-  bool dual_stack = false;      // one listener serves IPv4 and IPv6
-  bool waitable = true;         // wait() can sleep until traffic or a deadline
-  std::size_t max_burst = 64;   // frames per rx_burst/tx_burst call that the backend batches
+  bool dual_stack = false;     // one listener serves IPv4 and IPv6
+  bool waitable = true;        // wait() can sleep until traffic or a deadline
+  std::size_t max_burst = 64;  // frames per rx_burst/tx_burst call that the backend batches
   std::size_t max_datagram = 65507;
 };
 
@@ -36,8 +36,8 @@ struct DriverStats {
   std::uint64_t rx_bytes = 0;
   std::uint64_t tx_datagrams = 0;
   std::uint64_t tx_bytes = 0;
-  std::uint64_t rx_truncated = 0;   // datagrams larger than the receive buffer
-  std::uint64_t tx_dropped = 0;     // refused by the backend (full queue, unreachable)
+  std::uint64_t rx_truncated = 0;  // datagrams larger than the receive buffer
+  std::uint64_t tx_dropped = 0;    // refused by the backend (full queue, unreachable)
   std::uint64_t rx_errors = 0;
   std::uint64_t tx_errors = 0;
 };

@@ -21,7 +21,8 @@ Command make_command(Cmd type) {
   Command c;
   const bool reliable = type != Cmd::acknowledge && type != Cmd::send_unreliable &&
                         type != Cmd::send_unsequenced && type != Cmd::send_unreliable_fragment;
-  c.command = static_cast<std::uint8_t>(static_cast<std::uint8_t>(type) | (reliable ? kFlagAcknowledge : 0) |
+  c.command = static_cast<std::uint8_t>(static_cast<std::uint8_t>(type) |
+                                        (reliable ? kFlagAcknowledge : 0) |
                                         (type == Cmd::send_unsequenced ? kFlagUnsequenced : 0));
   c.channel_id = 1;
   c.reliable_seq = 0x1234;
@@ -30,9 +31,7 @@ Command make_command(Cmd type) {
       c.ack.received_reliable_seq = 0x1233;
       c.ack.received_sent_time = 0x4321;
       break;
-    case Cmd::send_reliable:
-      c.reliable.data_length = kSmallPayload;
-      break;
+    case Cmd::send_reliable: c.reliable.data_length = kSmallPayload; break;
     case Cmd::send_unreliable:
       c.unreliable.unreliable_seq = 7;
       c.unreliable.data_length = kSmallPayload;
@@ -49,15 +48,15 @@ Command make_command(Cmd type) {
       c.fragment.total_length = 65536;
       c.fragment.fragment_offset = 17 * 1372;
       break;
-    default:
-      break;
+    default: break;
   }
   return c;
 }
 
 // The commands a steady-state connection is made of.
-constexpr std::array<Cmd, 6> kCommon = {Cmd::acknowledge,      Cmd::send_reliable, Cmd::send_unreliable,
-                                        Cmd::send_unsequenced, Cmd::send_fragment, Cmd::ping};
+constexpr std::array<Cmd, 6> kCommon = {Cmd::acknowledge,     Cmd::send_reliable,
+                                        Cmd::send_unreliable, Cmd::send_unsequenced,
+                                        Cmd::send_fragment,   Cmd::ping};
 
 void encode_one(benchmark::State& state, Cmd type) {
   const Command c = make_command(type);
@@ -104,15 +103,19 @@ struct FullDatagram {
     std::uint16_t seq = 100;
     for (int i = 0; i < 4; ++i) add(make_command(Cmd::acknowledge));
     while (commands.size() < kMaxPacketCommands) {
-      Command c = make_command(commands.size() % 2 == 0 ? Cmd::send_reliable : Cmd::send_unreliable);
+      Command c =
+          make_command(commands.size() % 2 == 0 ? Cmd::send_reliable : Cmd::send_unreliable);
       c.reliable_seq = seq++;
       // The last message is sized so the datagram ends at exactly 1400 bytes.
       const std::size_t fixed = command_size(c.type());
       const std::size_t left = kDefaultMtu - size - fixed;
       const bool last = commands.size() + 1 == kMaxPacketCommands;
-      const auto len = static_cast<std::uint16_t>(last ? left : std::min<std::size_t>(kSmallPayload + 8, left));
-      if (c.type() == Cmd::send_reliable) c.reliable.data_length = len;
-      else c.unreliable.data_length = len;
+      const auto len =
+          static_cast<std::uint16_t>(last ? left : std::min<std::size_t>(kSmallPayload + 8, left));
+      if (c.type() == Cmd::send_reliable)
+        c.reliable.data_length = len;
+      else
+        c.unreliable.data_length = len;
       if (len > payload.size()) payload.resize(len, std::byte{0x42});
       add(c);
     }

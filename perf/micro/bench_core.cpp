@@ -35,7 +35,8 @@ std::vector<Bytes> flush_all(HostCore& core, std::uint64_t now_us) {
   auto& batch = out_batch();
   for (;;) {
     const std::size_t n = core.flush(now_us, batch);
-    for (std::size_t i = 0; i < n; ++i) out.emplace_back(batch[i].view().begin(), batch[i].view().end());
+    for (std::size_t i = 0; i < n; ++i)
+      out.emplace_back(batch[i].view().begin(), batch[i].view().end());
     if (n < batch.size()) return out;
   }
 }
@@ -75,7 +76,8 @@ std::unique_ptr<ConnectedPair> in_flight(std::size_t n, std::vector<Bytes>* acks
   if (!pair->connect()) return nullptr;
   const Bytes payload(16, std::byte{0x77});
   for (std::size_t i = 0; i < n; ++i) {
-    if (pair->client.send(pair->to_server, 0, Delivery::reliable, payload) != SendResult::ok) return nullptr;
+    if (pair->client.send(pair->to_server, 0, Delivery::reliable, payload) != SendResult::ok)
+      return nullptr;
   }
   pair->now_us += 1000;
   const std::vector<Bytes> data = flush_all(pair->client, pair->now_us);
@@ -120,8 +122,9 @@ void BM_AckProcessing(benchmark::State& state) {
   }
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * n));
   // An inverted rate is CPU seconds per ack; the console shows it with an SI prefix ("25ns").
-  state.counters["time_per_ack"] = benchmark::Counter(static_cast<double>(state.iterations() * n),
-                                                      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["time_per_ack"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * n),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
   state.counters["ack_datagrams"] = static_cast<double>(acks.size());
 }
 BENCHMARK(BM_AckProcessing)->Arg(64)->Arg(1024)->Unit(benchmark::kMicrosecond);
@@ -157,7 +160,8 @@ Capture capture_transfer(std::size_t size) {
       log->push_back({pair.now_us, false, std::move(dg)});
     }
     log->push_back({pair.now_us, true, {}});
-    for (const Bytes& dg : flush_all(pair.server, pair.now_us)) pair.client.on_datagram(pair.now_us, kServerEp, dg);
+    for (const Bytes& dg : flush_all(pair.server, pair.now_us))
+      pair.client.on_datagram(pair.now_us, kServerEp, dg);
     drain(pair.client);
     Event ev;
     while (pair.server.poll_event(ev)) {
@@ -171,7 +175,8 @@ Capture capture_transfer(std::size_t size) {
   log = &cap.transfer;
   Bytes message(size);
   for (std::size_t i = 0; i < size; ++i) message[i] = static_cast<std::byte>(i * 7);
-  if (pair.client.send(pair.to_server, 1, Delivery::reliable, message) != SendResult::ok) return cap;
+  if (pair.client.send(pair.to_server, 1, Delivery::reliable, message) != SendResult::ok)
+    return cap;
   for (int i = 0; i < 100'000 && !delivered; ++i) round();
   cap.ok = delivered;
   return cap;

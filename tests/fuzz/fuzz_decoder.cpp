@@ -20,12 +20,12 @@ namespace {
 
 using namespace tern::proto;
 
-#define FUZZ_REQUIRE(cond)                                                         \
-  do {                                                                             \
-    if (!(cond)) {                                                                 \
+#define FUZZ_REQUIRE(cond)                                                          \
+  do {                                                                              \
+    if (!(cond)) {                                                                  \
       std::fprintf(stderr, "fuzz_decoder: %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                                \
-    }                                                                              \
+      std::abort();                                                                 \
+    }                                                                               \
   } while (0)
 
 void check_header_round_trip(const DecodedHeader& dh, bool checksum) {
@@ -67,7 +67,8 @@ void check_command_round_trip(const Command& c, std::span<const std::byte> origi
   FUZZ_REQUIRE(encode_command(buf2, d) == n);
   FUZZ_REQUIRE(std::memcmp(buf.data(), buf2.data(), n) == 0);
   FUZZ_REQUIRE(d.payload.size() == c.payload.size());
-  FUZZ_REQUIRE(c.payload.empty() || std::memcmp(d.payload.data(), c.payload.data(), c.payload.size()) == 0);
+  FUZZ_REQUIRE(c.payload.empty() ||
+               std::memcmp(d.payload.data(), c.payload.data(), c.payload.size()) == 0);
 }
 
 void check_datagram(std::span<const std::byte> dg, bool checksum) {

@@ -32,12 +32,12 @@ namespace {
 using namespace tern;
 using namespace tern::proto;
 
-#define FUZZ_REQUIRE(cond)                                                            \
-  do {                                                                                \
-    if (!(cond)) {                                                                    \
+#define FUZZ_REQUIRE(cond)                                                             \
+  do {                                                                                 \
+    if (!(cond)) {                                                                     \
       std::fprintf(stderr, "fuzz_reassembly: %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                                   \
-    }                                                                                 \
+      std::abort();                                                                    \
+    }                                                                                  \
   } while (0)
 
 constexpr std::size_t kMemoryCap = std::size_t{4} << 20;
@@ -97,7 +97,8 @@ struct Harness {
     if (!to_server.valid()) return false;
     bool server_up = false;
     std::vector<std::byte> last_from_client;
-    for (int round = 0; round < 20 && !(server_up && client.peer_state(to_server) == PeerState::connected);
+    for (int round = 0;
+         round < 20 && !(server_up && client.peer_state(to_server) == PeerState::connected);
          ++round) {
       now_us += 1000;
       std::size_t n = client.flush(now_us, out);
@@ -127,7 +128,8 @@ struct Harness {
     // Exact-size heap copy: an overread of the datagram is a heap overflow.
     std::unique_ptr<std::byte[]> dg(new std::byte[size]);
     header.sent_time = static_cast<std::uint16_t>(now_us / 1000);
-    FUZZ_REQUIRE(encode_header(std::span<std::byte>(dg.get(), kHeaderBytes), header, false) == kHeaderBytes);
+    FUZZ_REQUIRE(encode_header(std::span<std::byte>(dg.get(), kHeaderBytes), header, false) ==
+                 kHeaderBytes);
     if (!body.empty()) std::memcpy(dg.get() + kHeaderBytes, body.data(), body.size());
     server.on_datagram(now_us, kClientEp, std::span<const std::byte>(dg.get(), size));
     check_server();

@@ -16,7 +16,8 @@ namespace tern::test {
 
 class CorePair {
  public:
-  explicit CorePair(const proto::HostConfig& client_cfg = {}, const proto::HostConfig& server_cfg = {})
+  explicit CorePair(const proto::HostConfig& client_cfg = {},
+                    const proto::HostConfig& server_cfg = {})
       : client(client_cfg), server(server_cfg), out_(32) {}
 
   proto::HostCore client;
@@ -100,7 +101,8 @@ class CorePair {
     std::vector<std::vector<std::byte>> taken;
     for (;;) {
       const std::size_t n = server.flush(now_us, out_);
-      for (std::size_t i = 0; i < n; ++i) taken.emplace_back(out_[i].view().begin(), out_[i].view().end());
+      for (std::size_t i = 0; i < n; ++i)
+        taken.emplace_back(out_[i].view().begin(), out_[i].view().end());
       if (n < out_.size()) return taken;
     }
   }

@@ -112,8 +112,9 @@ TEST(Checksum, SeedOccupiesTheFieldDuringComputation) {
   manual[field + 3] = std::byte{0xD0};
   const std::uint32_t want = crc32(manual);
   write_checksum(bytes, field, seed);
-  const std::uint32_t got = (std::uint32_t(bytes[field]) << 24) | (std::uint32_t(bytes[field + 1]) << 16) |
-                            (std::uint32_t(bytes[field + 2]) << 8) | std::uint32_t(bytes[field + 3]);
+  const std::uint32_t got =
+      (std::uint32_t(bytes[field]) << 24) | (std::uint32_t(bytes[field + 1]) << 16) |
+      (std::uint32_t(bytes[field + 2]) << 8) | std::uint32_t(bytes[field + 3]);
   EXPECT_EQ(got, want);
 }
 

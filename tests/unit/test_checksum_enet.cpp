@@ -38,7 +38,8 @@ std::uint32_t enet_crc_of(std::vector<std::byte>& data, const std::vector<std::s
 
 TEST(Crc32Enet, EqualsEnetCrc32OnRandomBuffers) {
   std::mt19937_64 rng(tern::test::test_seed(0xE7E7));
-  std::vector<std::size_t> sizes = {0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65,
+  std::vector<std::size_t> sizes = {0,   1,   2,   3,    4,    5,    7,    8,   9,
+                                    15,  16,  17,  31,   32,   33,   63,   64,  65,
                                     255, 256, 576, 1000, 1399, 1400, 4095, 4096};
   for (int i = 0; i < 300; ++i) sizes.push_back(rng() % 4097);
   for (std::size_t n : sizes) {
@@ -62,12 +63,13 @@ struct EnetDatagram {
   std::size_t field = 0;
 };
 
-EnetDatagram enet_style_datagram(std::uint16_t peer_id, std::uint8_t session, std::uint32_t enet_connect_id,
-                                 std::mt19937_64& rng) {
+EnetDatagram enet_style_datagram(std::uint16_t peer_id, std::uint8_t session,
+                                 std::uint32_t enet_connect_id, std::mt19937_64& rng) {
   EnetDatagram d;
   ENetProtocolHeader eh;
-  eh.peerID = htons(static_cast<std::uint16_t>(peer_id | (session << ENET_PROTOCOL_HEADER_SESSION_SHIFT) |
-                                               ENET_PROTOCOL_HEADER_FLAG_SENT_TIME));
+  eh.peerID =
+      htons(static_cast<std::uint16_t>(peer_id | (session << ENET_PROTOCOL_HEADER_SESSION_SHIFT) |
+                                       ENET_PROTOCOL_HEADER_FLAG_SENT_TIME));
   eh.sentTime = htons(static_cast<std::uint16_t>(rng()));
   d.field = sizeof eh;
 
@@ -89,7 +91,8 @@ EnetDatagram enet_style_datagram(std::uint16_t peer_id, std::uint8_t session, st
   std::memcpy(d.bytes.data(), &eh, sizeof eh);
   std::memcpy(d.bytes.data() + command_at, &cmd, sizeof(ENetProtocolConnect));
   if (!tail.empty()) {
-    std::memcpy(d.bytes.data() + command_at + sizeof(ENetProtocolConnect), tail.data(), tail.size());
+    std::memcpy(d.bytes.data() + command_at + sizeof(ENetProtocolConnect), tail.data(),
+                tail.size());
   }
   return d;
 }
@@ -109,8 +112,9 @@ TEST(ChecksumEnet, SeededChecksumEqualsLibenet) {
   for (int round = 0; round < 100; ++round) {
     // libenet's connectID is a host-order integer copied to the wire unswapped.
     const std::uint32_t enet_connect_id = round == 0 ? 0 : static_cast<std::uint32_t>(rng());
-    EnetDatagram theirs = enet_style_datagram(static_cast<std::uint16_t>(rng() % kMaxPeerId),
-                                              static_cast<std::uint8_t>(rng() & 3), enet_connect_id, rng);
+    EnetDatagram theirs =
+        enet_style_datagram(static_cast<std::uint16_t>(rng() % kMaxPeerId),
+                            static_cast<std::uint8_t>(rng() & 3), enet_connect_id, rng);
 
     // Tern learns the connect ID by decoding the CONNECT: that value is its checksum seed.
     tern::test::HeapBytes unsigned_copy(theirs.bytes);

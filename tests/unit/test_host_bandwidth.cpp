@@ -115,7 +115,8 @@ TEST(HostBandwidth, ThrottleKeepsUnreliableTrafficWithinTheReceiversBandwidth) {
   Event ev;
   for (int ms = 0; ms < 6000; ++ms) {
     if (ms % 10 == 0) {
-      ASSERT_EQ(net.hosts[server]->send(server_side, 0, Delivery::unreliable, payload), SendResult::ok);
+      ASSERT_EQ(net.hosts[server]->send(server_side, 0, Delivery::unreliable, payload),
+                SendResult::ok);
     }
     net.step(1000);
     while (net.hosts[client]->poll_event(ev)) {

@@ -73,7 +73,8 @@ TEST(HostScale, SixThousandPeersFromIPv4AndIPv6Addresses) {
   sc.peer_limit = kClients;
   Fleet f(sc);
   for (std::size_t i = 0; i < kClients; ++i) {
-    f.client_peers.push_back(f.clients[i]->connect(f.now, f.server_address, 2, static_cast<std::uint32_t>(i)));
+    f.client_peers.push_back(
+        f.clients[i]->connect(f.now, f.server_address, 2, static_cast<std::uint32_t>(i)));
   }
   for (int r = 0; r < 6; ++r) f.round();
   ASSERT_EQ(f.server.peer_count(), kClients);
@@ -95,7 +96,8 @@ TEST(HostScale, SixThousandPeersFromIPv4AndIPv6Addresses) {
     ASSERT_TRUE(f.clients[i]->poll_event(ev));
     ASSERT_EQ(ev.type, EventType::connect);
     std::uint32_t v = static_cast<std::uint32_t>(i);
-    ASSERT_EQ(f.clients[i]->send(f.client_peers[i], 1, Delivery::reliable, std::as_bytes(std::span(&v, 1))),
+    ASSERT_EQ(f.clients[i]->send(f.client_peers[i], 1, Delivery::reliable,
+                                 std::as_bytes(std::span(&v, 1))),
               SendResult::ok);
   }
   f.round();

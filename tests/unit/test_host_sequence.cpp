@@ -22,8 +22,8 @@ constexpr std::uint32_t kBatch = 1000;
 // What the receiving side saw on the test channel.
 struct Tally {
   std::uint32_t received = 0;
-  std::uint32_t backwards = 0;       // index not above the previous one (ordered modes)
-  std::uint32_t out_of_order = 0;    // index not exactly previous + 1 (reliable)
+  std::uint32_t backwards = 0;     // index not above the previous one (ordered modes)
+  std::uint32_t out_of_order = 0;  // index not exactly previous + 1 (reliable)
   std::uint32_t duplicates = 0;
   std::uint32_t wrong_channel = 0;
   std::int64_t last = -1;
@@ -66,7 +66,8 @@ std::string describe_drops(const DropCounters& d) {
   std::string out;
   for (std::size_t i = 0; i < kDropCount; ++i) {
     if (d.by_reason[i] != 0) {
-      out += std::string(drop_name(static_cast<Drop>(i))) + "=" + std::to_string(d.by_reason[i]) + " ";
+      out +=
+          std::string(drop_name(static_cast<Drop>(i))) + "=" + std::to_string(d.by_reason[i]) + " ";
     }
   }
   return out.empty() ? "none" : out;
@@ -119,8 +120,9 @@ TEST(SequenceWrap, UnreliableNeverGoesBackwards) {
   EXPECT_EQ(t.backwards, 0u);
   EXPECT_EQ(t.duplicates, 0u);
   EXPECT_EQ(t.wrong_channel, 0u);
-  EXPECT_EQ(t.received, kMessages) << "lossless link, throttle never engaged; missing: "
-                                    << t.missing() << "; receiver drops: " << t.drops;
+  EXPECT_EQ(t.received, kMessages)
+      << "lossless link, throttle never engaged; missing: " << t.missing()
+      << "; receiver drops: " << t.drops;
   // Both sides of the 65536 boundary arrived.
   EXPECT_EQ(t.seen[65534], 1);
   EXPECT_EQ(t.seen[65536], 1);
@@ -140,12 +142,15 @@ TEST(SequenceWrap, UnreliableQueuedBeforeReliableIsNotOvertaken) {
   };
   pair.handshake(2);
   ASSERT_FALSE(HasFatalFailure());
-  ASSERT_EQ(pair.client.send(pair.client_peer, 1, Delivery::unreliable, tern::test::numbered_payload(1)),
-            SendResult::ok);
-  ASSERT_EQ(pair.client.send(pair.client_peer, 1, Delivery::reliable, tern::test::numbered_payload(2)),
-            SendResult::ok);
-  ASSERT_EQ(pair.client.send(pair.client_peer, 1, Delivery::unreliable, tern::test::numbered_payload(3)),
-            SendResult::ok);
+  ASSERT_EQ(
+      pair.client.send(pair.client_peer, 1, Delivery::unreliable, tern::test::numbered_payload(1)),
+      SendResult::ok);
+  ASSERT_EQ(
+      pair.client.send(pair.client_peer, 1, Delivery::reliable, tern::test::numbered_payload(2)),
+      SendResult::ok);
+  ASSERT_EQ(
+      pair.client.send(pair.client_peer, 1, Delivery::unreliable, tern::test::numbered_payload(3)),
+      SendResult::ok);
   for (int i = 0; i < 5; ++i) pair.step(1000);
   EXPECT_EQ(got, (std::vector<std::uint32_t>{1, 2, 3}))
       << "receiver drops: " << describe_drops(pair.server.counters().drops);
@@ -155,8 +160,9 @@ TEST(SequenceWrap, UnsequencedHasNoDuplicates) {
   const Tally t = run(Delivery::unsequenced, 1);
   EXPECT_EQ(t.duplicates, 0u);
   EXPECT_EQ(t.wrong_channel, 0u);
-  EXPECT_EQ(t.received, kMessages) << "lossless link, throttle never engaged; missing: "
-                                    << t.missing() << "; receiver drops: " << t.drops;
+  EXPECT_EQ(t.received, kMessages)
+      << "lossless link, throttle never engaged; missing: " << t.missing()
+      << "; receiver drops: " << t.drops;
   EXPECT_EQ(t.seen[65535], 1);
   EXPECT_EQ(t.seen[65536], 1);
   EXPECT_EQ(t.seen[kMessages - 1], 1);
@@ -172,7 +178,8 @@ TEST(SequenceWrap, ReliableWrapsOnChannelZeroWithBothDirections) {
   pair.handshake(1);
   ASSERT_FALSE(HasFatalFailure());
   std::uint32_t sent = 0;
-  for (int steps = 0; steps < 20'000 && (at_server.received < kMessages || at_client.received < kMessages);
+  for (int steps = 0;
+       steps < 20'000 && (at_server.received < kMessages || at_client.received < kMessages);
        ++steps) {
     PeerStats a;
     PeerStats b;
@@ -181,8 +188,10 @@ TEST(SequenceWrap, ReliableWrapsOnChannelZeroWithBothDirections) {
     if (sent < kMessages && a.queued_outgoing < kBatch && b.queued_outgoing < kBatch) {
       for (std::uint32_t i = 0; i < kBatch && sent < kMessages; ++i, ++sent) {
         const auto payload = tern::test::numbered_payload(sent, 4);
-        ASSERT_EQ(pair.client.send(pair.client_peer, 0, Delivery::reliable, payload), SendResult::ok);
-        ASSERT_EQ(pair.server.send(pair.server_peer, 0, Delivery::reliable, payload), SendResult::ok);
+        ASSERT_EQ(pair.client.send(pair.client_peer, 0, Delivery::reliable, payload),
+                  SendResult::ok);
+        ASSERT_EQ(pair.server.send(pair.server_peer, 0, Delivery::reliable, payload),
+                  SendResult::ok);
       }
     }
     pair.step(1000);

@@ -53,7 +53,9 @@ class ReliableWindow : public ::testing::Test {
 
   // One datagram with a SEND_RELIABLE per sequence number (taken mod 65536); each payload
   // carries the 16-bit sequence it was sent with.
-  void inject(std::initializer_list<std::uint32_t> seqs) { inject(std::vector<std::uint32_t>(seqs)); }
+  void inject(std::initializer_list<std::uint32_t> seqs) {
+    inject(std::vector<std::uint32_t>(seqs));
+  }
   void inject(const std::vector<std::uint32_t>& seqs) {
     std::vector<std::byte> dg(kMaxMtu);
     header_.sent_time = static_cast<std::uint16_t>(pair_.now_us / 1000);
@@ -120,15 +122,15 @@ class ReliableWindow : public ::testing::Test {
 };
 
 // Runs `body` and checks the drop counters moved by exactly the given amounts.
-#define EXPECT_DROPS(body, dup, oow)                                                   \
-  do {                                                                                  \
+#define EXPECT_DROPS(body, dup, oow)                                                      \
+  do {                                                                                    \
     const std::uint64_t dup0 = drops(Drop::duplicate), oow0 = drops(Drop::out_of_window); \
-    const std::uint64_t total0 = pair_.server.counters().drops.total();                  \
-    body;                                                                               \
-    EXPECT_EQ(drops(Drop::duplicate) - dup0, std::uint64_t{dup}) << "duplicate";        \
-    EXPECT_EQ(drops(Drop::out_of_window) - oow0, std::uint64_t{oow}) << "out_of_window"; \
+    const std::uint64_t total0 = pair_.server.counters().drops.total();                   \
+    body;                                                                                 \
+    EXPECT_EQ(drops(Drop::duplicate) - dup0, std::uint64_t{dup}) << "duplicate";          \
+    EXPECT_EQ(drops(Drop::out_of_window) - oow0, std::uint64_t{oow}) << "out_of_window";  \
     EXPECT_EQ(pair_.server.counters().drops.total() - total0, std::uint64_t{dup} + (oow)) \
-        << "other drops";                                                               \
+        << "other drops";                                                                 \
   } while (0)
 
 TEST_F(ReliableWindow, NextExpectedIsDeliveredAndRepeatsAreDuplicates) {
@@ -180,12 +182,12 @@ TEST_F(ReliableWindow, EdgesMoveWithDelivery) {
   for (std::uint32_t i = 0; i < delivered_.size(); ++i) ASSERT_EQ(delivered_[i], i + 1);
   delivered_.clear();
 
-  EXPECT_DROPS(inject({100}), 1, 0);              // window 0: behind
+  EXPECT_DROPS(inject({100}), 1, 0);  // window 0: behind
   EXPECT_TRUE(acked(100));
-  EXPECT_DROPS(inject({4999}), 1, 0);             // just below the last delivered
-  EXPECT_DROPS(inject({kWindow}), 1, 0);          // first of the current window, already past
-  EXPECT_DROPS(inject({5000}), 1, 0);             // the last delivered itself
-  EXPECT_DROPS(inject({8 * kWindow}), 0, 1);      // window 8 = current + 7
+  EXPECT_DROPS(inject({4999}), 1, 0);         // just below the last delivered
+  EXPECT_DROPS(inject({kWindow}), 1, 0);      // first of the current window, already past
+  EXPECT_DROPS(inject({5000}), 1, 0);         // the last delivered itself
+  EXPECT_DROPS(inject({8 * kWindow}), 0, 1);  // window 8 = current + 7
   EXPECT_FALSE(acked(8 * kWindow));
   EXPECT_DROPS(inject({8 * kWindow - 1}), 0, 0);  // window 7: held
   EXPECT_TRUE(acked(8 * kWindow - 1));
@@ -220,12 +222,12 @@ TEST_F(ReliableWindow, WindowsWrapPast65535) {
   ASSERT_EQ(delivered_.back(), 61500u);
   delivered_.clear();
 
-  EXPECT_DROPS(inject({6 * kWindow}), 0, 1);      // 16 + 6 = 22 = current + 7
+  EXPECT_DROPS(inject({6 * kWindow}), 0, 1);  // 16 + 6 = 22 = current + 7
   EXPECT_FALSE(acked(6 * kWindow));
   EXPECT_DROPS(inject({6 * kWindow - 1}), 0, 0);  // 16 + 5: held
   EXPECT_DROPS(inject({100}), 0, 0);              // next lap, window 0: held
   EXPECT_DROPS(inject({100}), 1, 0);
-  EXPECT_DROPS(inject({14 * kWindow}), 1, 0);     // window 14: behind
+  EXPECT_DROPS(inject({14 * kWindow}), 1, 0);  // window 14: behind
   EXPECT_TRUE(delivered_.empty());
 
   // Fill the gap across 65535 -> 0; everything up to 100 comes out in order.

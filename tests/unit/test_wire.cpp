@@ -120,8 +120,8 @@ TEST(WireCommand, BigEndianFieldOrder) {
   std::array<std::byte, 24> buf{};
   ASSERT_EQ(encode_command(buf, c), 24u);
   const std::array<std::uint8_t, 24> want = {
-      0x88, 0x5A, 0xBE, 0x01,              // command|ack, channel, reliable seq
-      0x24, 0x68, 0x01, 0x02,              // start seq, data length
+      0x88, 0x5A, 0xBE, 0x01,                          // command|ack, channel, reliable seq
+      0x24, 0x68, 0x01, 0x02,                          // start seq, data length
       0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x37, 0x38,  // fragment count, number
       0x39, 0x3A, 0x3B, 0x3C, 0x3D, 0x3E, 0x3F, 0x40,  // total length, offset
   };
@@ -321,7 +321,8 @@ Expected predict(const DatagramBuilder& b, std::size_t len) {
     const Span3& s = spans[i];
     if (len == s.end) return {true, i + 1, true, Drop::count_};
     if (len < s.end) {
-      return {true, i, false, len < s.fixed_end ? Drop::truncated_command : Drop::payload_past_datagram};
+      return {true, i, false,
+              len < s.fixed_end ? Drop::truncated_command : Drop::payload_past_datagram};
     }
   }
   ADD_FAILURE() << "prefix longer than the datagram";
@@ -382,7 +383,8 @@ DatagramBuilder mixed_datagram(bool sent_time, bool checksum) {
 TEST(WireMalformed, EveryTruncationPointHasTheRightDrop) {
   for (bool sent : {false, true}) {
     for (bool checksum : {false, true}) {
-      SCOPED_TRACE(std::string("sent_time=") + (sent ? "1" : "0") + " checksum=" + (checksum ? "1" : "0"));
+      SCOPED_TRACE(std::string("sent_time=") + (sent ? "1" : "0") +
+                   " checksum=" + (checksum ? "1" : "0"));
       const DatagramBuilder b = mixed_datagram(sent, checksum);
       check_every_prefix(b, checksum);
     }
@@ -435,8 +437,8 @@ TEST(WireMalformed, CommandHeaderAloneIsNotACleanEnd) {
       std::byte{0x86}, std::byte{0x00}, std::byte{0x00}, std::byte{0x01},  // send_reliable|ack
   };
   const std::array<std::byte, 6> unknown_header_only = {
-      std::byte{0x00}, std::byte{0x01}, std::byte{0x0D}, std::byte{0x00}, std::byte{0x00},
-      std::byte{0x01},
+      std::byte{0x00}, std::byte{0x01}, std::byte{0x0D},
+      std::byte{0x00}, std::byte{0x00}, std::byte{0x01},
   };
   for (const auto& bytes : {reliable_header_only, unknown_header_only}) {
     HeapBytes dg(bytes);
@@ -494,8 +496,10 @@ TEST(WireMalformed, DataLengthBeyondDatagram) {
     DatagramBuilder b(h, false);
     b.add(sample_command(Cmd::send_unreliable, 0, 0, len));
     std::vector<std::byte> bytes(b.bytes().begin(), b.bytes().end());
-    if (bytes.size() > kMaxMtu) bytes.resize(kMaxMtu);
-    else bytes.pop_back();
+    if (bytes.size() > kMaxMtu)
+      bytes.resize(kMaxMtu);
+    else
+      bytes.pop_back();
     HeapBytes dg(bytes);
     CommandDecoder dec(dg.view(), 2);
     Command c;

@@ -68,8 +68,7 @@ std::size_t fill_enet(const Command& c, ENetProtocol& p) {
     case Cmd::disconnect:
       p.disconnect.data = htonl(c.disconnect.data);
       return sizeof(ENetProtocolDisconnect);
-    case Cmd::ping:
-      return sizeof(ENetProtocolPing);
+    case Cmd::ping: return sizeof(ENetProtocolPing);
     case Cmd::send_reliable:
       p.sendReliable.dataLength = htons(c.reliable.data_length);
       return sizeof(ENetProtocolSendReliable);
@@ -100,8 +99,7 @@ std::size_t fill_enet(const Command& c, ENetProtocol& p) {
       p.throttleConfigure.packetThrottleDeceleration = htonl(c.throttle.deceleration);
       return sizeof(ENetProtocolThrottleConfigure);
     case Cmd::none:
-    case Cmd::count:
-      break;
+    case Cmd::count: break;
   }
   ADD_FAILURE() << "not a command";
   return 0;
@@ -142,7 +140,8 @@ TEST(WireEnet, ConstantsEqualLibenet) {
   EXPECT_EQ(kReliableWindowSize, static_cast<std::uint32_t>(ENET_PEER_RELIABLE_WINDOW_SIZE));
   EXPECT_EQ(kFreeReliableWindows, static_cast<std::uint32_t>(ENET_PEER_FREE_RELIABLE_WINDOWS));
   EXPECT_EQ(kUnsequencedWindowSize, static_cast<std::uint32_t>(ENET_PEER_UNSEQUENCED_WINDOW_SIZE));
-  EXPECT_EQ(kFreeUnsequencedWindows, static_cast<std::uint32_t>(ENET_PEER_FREE_UNSEQUENCED_WINDOWS));
+  EXPECT_EQ(kFreeUnsequencedWindows,
+            static_cast<std::uint32_t>(ENET_PEER_FREE_UNSEQUENCED_WINDOWS));
 }
 
 TEST(WireEnet, EncodedCommandsEqualPackedStructs) {
@@ -180,7 +179,8 @@ TEST(WireEnet, HeaderEqualsPackedStruct) {
     for (std::uint8_t session = 0; session < 4; ++session) {
       ENetProtocolHeader eh;
       const std::uint16_t peer = 0x5A5;
-      std::uint16_t word = static_cast<std::uint16_t>(peer | (session << ENET_PROTOCOL_HEADER_SESSION_SHIFT));
+      std::uint16_t word =
+          static_cast<std::uint16_t>(peer | (session << ENET_PROTOCOL_HEADER_SESSION_SHIFT));
       if (sent) word |= ENET_PROTOCOL_HEADER_FLAG_SENT_TIME;
       eh.peerID = htons(word);
       eh.sentTime = htons(0xC0DE);
@@ -203,9 +203,11 @@ TEST(WireEnet, WholeDatagramEqualsLibenetImage) {
   // then each command struct followed by its packet data.
   std::vector<std::uint8_t> enet;
   ENetProtocolHeader eh;
-  eh.peerID = htons(static_cast<std::uint16_t>(0x010 | (2 << 12) | ENET_PROTOCOL_HEADER_FLAG_SENT_TIME));
+  eh.peerID =
+      htons(static_cast<std::uint16_t>(0x010 | (2 << 12) | ENET_PROTOCOL_HEADER_FLAG_SENT_TIME));
   eh.sentTime = htons(777);
-  enet.insert(enet.end(), reinterpret_cast<std::uint8_t*>(&eh), reinterpret_cast<std::uint8_t*>(&eh) + sizeof eh);
+  enet.insert(enet.end(), reinterpret_cast<std::uint8_t*>(&eh),
+              reinterpret_cast<std::uint8_t*>(&eh) + sizeof eh);
 
   std::vector<std::byte> ours(4);
   Header h;
@@ -223,7 +225,8 @@ TEST(WireEnet, WholeDatagramEqualsLibenetImage) {
     const Command c = sample_command(type, tern::test::enet_flags(type), ++salt, len);
     ENetProtocol p;
     const std::size_t n = fill_enet(c, p);
-    enet.insert(enet.end(), reinterpret_cast<std::uint8_t*>(&p), reinterpret_cast<std::uint8_t*>(&p) + n);
+    enet.insert(enet.end(), reinterpret_cast<std::uint8_t*>(&p),
+                reinterpret_cast<std::uint8_t*>(&p) + n);
     std::array<std::byte, 64> fixed{};
     ASSERT_EQ(encode_command(fixed, c), n);
     ours.insert(ours.end(), fixed.begin(), fixed.begin() + static_cast<std::ptrdiff_t>(n));

@@ -12,12 +12,18 @@
 namespace tern::test {
 
 inline constexpr std::array<proto::Cmd, 12> kAllCommands = {
-    proto::Cmd::acknowledge,      proto::Cmd::connect,
-    proto::Cmd::verify_connect,   proto::Cmd::disconnect,
-    proto::Cmd::ping,             proto::Cmd::send_reliable,
-    proto::Cmd::send_unreliable,  proto::Cmd::send_fragment,
-    proto::Cmd::send_unsequenced, proto::Cmd::bandwidth_limit,
-    proto::Cmd::throttle_configure, proto::Cmd::send_unreliable_fragment,
+    proto::Cmd::acknowledge,
+    proto::Cmd::connect,
+    proto::Cmd::verify_connect,
+    proto::Cmd::disconnect,
+    proto::Cmd::ping,
+    proto::Cmd::send_reliable,
+    proto::Cmd::send_unreliable,
+    proto::Cmd::send_fragment,
+    proto::Cmd::send_unsequenced,
+    proto::Cmd::bandwidth_limit,
+    proto::Cmd::throttle_configure,
+    proto::Cmd::send_unreliable_fragment,
 };
 
 // The flags ENet itself puts on each command; the codec must carry any flags, but these are
@@ -65,14 +71,9 @@ inline proto::Command sample_command(proto::Cmd type, std::uint8_t flags, std::u
       // verify_connect has no data field: the decoder reports 0, so the sample does too.
       c.connect.data = type == Cmd::connect ? 0x25262728u + s : 0;
       break;
-    case Cmd::disconnect:
-      c.disconnect.data = 0xCAFEF00Du + s;
-      break;
-    case Cmd::ping:
-      break;
-    case Cmd::send_reliable:
-      c.reliable.data_length = data_length;
-      break;
+    case Cmd::disconnect: c.disconnect.data = 0xCAFEF00Du + s; break;
+    case Cmd::ping: break;
+    case Cmd::send_reliable: c.reliable.data_length = data_length; break;
     case Cmd::send_unreliable:
       c.unreliable.unreliable_seq = static_cast<std::uint16_t>(0x4321 + s);
       c.unreliable.data_length = data_length;
@@ -100,8 +101,7 @@ inline proto::Command sample_command(proto::Cmd type, std::uint8_t flags, std::u
       c.throttle.deceleration = 0x51525354u + s;
       break;
     case Cmd::none:
-    case Cmd::count:
-      break;
+    case Cmd::count: break;
   }
   return c;
 }
@@ -134,14 +134,9 @@ inline void expect_same_fields(const proto::Command& want, const proto::Command&
       EXPECT_EQ(want.connect.connect_id, got.connect.connect_id);
       EXPECT_EQ(want.connect.data, got.connect.data);
       break;
-    case Cmd::disconnect:
-      EXPECT_EQ(want.disconnect.data, got.disconnect.data);
-      break;
-    case Cmd::ping:
-      break;
-    case Cmd::send_reliable:
-      EXPECT_EQ(want.reliable.data_length, got.reliable.data_length);
-      break;
+    case Cmd::disconnect: EXPECT_EQ(want.disconnect.data, got.disconnect.data); break;
+    case Cmd::ping: break;
+    case Cmd::send_reliable: EXPECT_EQ(want.reliable.data_length, got.reliable.data_length); break;
     case Cmd::send_unreliable:
       EXPECT_EQ(want.unreliable.unreliable_seq, got.unreliable.unreliable_seq);
       EXPECT_EQ(want.unreliable.data_length, got.unreliable.data_length);
@@ -169,9 +164,7 @@ inline void expect_same_fields(const proto::Command& want, const proto::Command&
       EXPECT_EQ(want.throttle.deceleration, got.throttle.deceleration);
       break;
     case Cmd::none:
-    case Cmd::count:
-      ADD_FAILURE() << "not a command";
-      break;
+    case Cmd::count: ADD_FAILURE() << "not a command"; break;
   }
 }
 

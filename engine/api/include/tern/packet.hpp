@@ -42,7 +42,7 @@ struct PacketFreeLists {
     for (auto*& h : head) {
       while (h != nullptr) {
         PacketBuffer* next = h->next_free;
-        ::operator delete(h, std::align_val_t{64});
+        ::operator delete (h, std::align_val_t{64});
         h = next;
       }
     }
@@ -76,7 +76,7 @@ inline PacketBuffer* acquire_buffer(std::size_t size) {
     }
   }
   if (buf == nullptr) {
-    void* raw = ::operator new(sizeof(PacketBuffer) + capacity, std::align_val_t{64});
+    void* raw = ::operator new (sizeof(PacketBuffer) + capacity, std::align_val_t{64});
     buf = static_cast<PacketBuffer*>(raw);
   }
   buf->refs.store(1, std::memory_order_relaxed);
@@ -99,7 +99,7 @@ inline void release_buffer(PacketBuffer* buf) {
     lists.cached_bytes += buf->capacity;
     return;
   }
-  ::operator delete(buf, std::align_val_t{64});
+  ::operator delete (buf, std::align_val_t{64});
 }
 
 }  // namespace detail
@@ -149,7 +149,8 @@ class Packet {
                            : std::span<const std::byte>();
   }
   std::span<std::byte> mutable_bytes() {
-    return buf_ != nullptr ? std::span<std::byte>(buf_->data(), buf_->size) : std::span<std::byte>();
+    return buf_ != nullptr ? std::span<std::byte>(buf_->data(), buf_->size)
+                           : std::span<std::byte>();
   }
   std::uint32_t use_count() const {
     return buf_ != nullptr ? buf_->refs.load(std::memory_order_relaxed) : 0;

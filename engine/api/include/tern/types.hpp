@@ -46,12 +46,12 @@ enum class EventType : std::uint8_t { none, connect, receive, disconnect };
 
 enum class DisconnectReason : std::uint8_t {
   none,
-  remote,     // the other side disconnected (gracefully, or with disconnect_now)
-  local,      // this side's disconnect/disconnect_later completed
-  timeout,    // the peer stopped answering within the timeout limits
-  refused,    // the handshake failed (bad parameters, peer limit on the other side)
-  replaced,   // a new connection from the same address superseded this one
-  evicted,    // this host dropped the connection to keep buffered data under its memory cap
+  remote,    // the other side disconnected (gracefully, or with disconnect_now)
+  local,     // this side's disconnect/disconnect_later completed
+  timeout,   // the peer stopped answering within the timeout limits
+  refused,   // the handshake failed (bad parameters, peer limit on the other side)
+  replaced,  // a new connection from the same address superseded this one
+  evicted,   // this host dropped the connection to keep buffered data under its memory cap
 };
 
 const char* to_string(DisconnectReason r);
@@ -77,10 +77,10 @@ enum class SendResult : std::uint8_t {
 const char* to_string(SendResult r);
 
 struct PeerStats {
-  std::uint32_t rtt_ms = 0;           // smoothed round-trip time
+  std::uint32_t rtt_ms = 0;  // smoothed round-trip time
   std::uint32_t rtt_variance_ms = 0;
   std::uint32_t lowest_rtt_ms = 0;
-  std::uint32_t packet_loss = 0;      // mean loss of reliable commands, scaled by 65536
+  std::uint32_t packet_loss = 0;  // mean loss of reliable commands, scaled by 65536
   std::uint32_t packet_loss_variance = 0;
   std::uint32_t packet_throttle = 0;  // 0..32
   std::uint32_t packet_throttle_limit = 0;
