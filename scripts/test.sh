@@ -24,12 +24,28 @@ if [ "$#" -eq 0 ] && [ "${TERN_SKIP_SANITIZERS:-0}" != 1 ]; then
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
       meson test -C build-asan --print-errorlogs --num-processes 2 \
-        --suite unit --suite api --suite drivers --suite sim --suite attack
+        --suite unit --suite api --suite drivers --suite sim --suite attack --suite runtime
     asan_status=$?
     [ "$asan_status" -ne 0 ] && status=$asan_status
     logs+=(build-asan/meson-logs/testlog.json)
   else
     echo "sanitizer build failed"
+    status=1
+  fi
+fi
+
+# The runtime's cross-thread code (rings, and the shards built on them) under ThreadSanitizer.
+if [ "$#" -eq 0 ] && [ "${TERN_SKIP_SANITIZERS:-0}" != 1 ]; then
+  rm -rf build-tsan
+  if meson setup build-tsan -Dtsan=true -Dfuzz=disabled -Dbenchmarks=disabled \
+        -Dinterop=disabled >/dev/null && ninja -C build-tsan; then
+    TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+      meson test -C build-tsan --print-errorlogs --num-processes 2 --suite runtime
+    tsan_status=$?
+    [ "$tsan_status" -ne 0 ] && status=$tsan_status
+    logs+=(build-tsan/meson-logs/testlog.json)
+  else
+    echo "ThreadSanitizer build failed"
     status=1
   fi
 fi
