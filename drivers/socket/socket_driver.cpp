@@ -1,6 +1,8 @@
 // Kernel UDP sockets batched with recvmmsg/sendmmsg (DESIGN §6).
 #include "socket_driver.hpp"
 
+#include "sockaddr.hpp"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -23,45 +25,6 @@ constexpr int kWriteWaitSlices = 4;
 constexpr int kWriteWaitSliceMs = 1;
 
 std::string errno_text(int err) { return std::strerror(err); }
-
-// Endpoint -> sockaddr for a socket of the given family. Returns 0 when the destination cannot
-// be reached from this socket (IPv6 from an AF_INET socket, IPv4 from a v6-only one).
-socklen_t to_sockaddr(const Endpoint& e, bool ipv6, bool dual_stack, sockaddr_storage& out) {
-  if (!ipv6) {
-    if (!e.is_v4()) return 0;
-    auto& sin = reinterpret_cast<sockaddr_in&>(out);
-    sin = sockaddr_in{};
-    sin.sin_family = AF_INET;
-    sin.sin_port = htons(e.port);
-    sin.sin_addr.s_addr = htonl(e.v4_host_order());
-    return sizeof(sockaddr_in);
-  }
-  if (e.is_v4() && !dual_stack) return 0;
-  auto& sin6 = reinterpret_cast<sockaddr_in6&>(out);
-  sin6 = sockaddr_in6{};
-  sin6.sin6_family = AF_INET6;
-  sin6.sin6_port = htons(e.port);
-  // Endpoint already keeps IPv4 as ::ffff:a.b.c.d, which is what a dual-stack socket expects.
-  std::memcpy(&sin6.sin6_addr, e.addr.data(), 16);
-  return sizeof(sockaddr_in6);
-}
-
-bool from_sockaddr(const sockaddr_storage& ss, socklen_t len, Endpoint& out) {
-  if (ss.ss_family == AF_INET && len >= static_cast<socklen_t>(sizeof(sockaddr_in))) {
-    const auto& sin = reinterpret_cast<const sockaddr_in&>(ss);
-    out = Endpoint::v4(ntohl(sin.sin_addr.s_addr), ntohs(sin.sin_port));
-    return true;
-  }
-  if (ss.ss_family == AF_INET6 && len >= static_cast<socklen_t>(sizeof(sockaddr_in6))) {
-    const auto& sin6 = reinterpret_cast<const sockaddr_in6&>(ss);
-    out = Endpoint{};
-    std::memcpy(out.addr.data(), &sin6.sin6_addr, 16);
-    out.port = ntohs(sin6.sin6_port);
-    return true;
-  }
-  return false;
-}
-
 // Buffer sizes are requests: with CAP_NET_ADMIN the FORCE variant passes rmem_max/wmem_max,
 // otherwise the kernel clamps silently. Neither outcome is worth failing the open for.
 void request_buffer(int fd, int force_opt, int opt, int bytes) {
@@ -156,7 +119,7 @@ std::unique_ptr<SocketDriver> open_socket_driver(const SocketOptions& options, s
     std::memcpy(&sin6.sin6_addr, bind_to.addr.data(), 16);
     len = sizeof(sockaddr_in6);
   } else {
-    len = to_sockaddr(bind_to, false, false, ss);
+    len = endpoint_to_sockaddr(bind_to, false, false, ss);
   }
   if (::bind(raw, reinterpret_cast<const sockaddr*>(&ss), len) != 0) {
     const int err = errno;
@@ -173,7 +136,7 @@ std::unique_ptr<SocketDriver> open_socket_driver(const SocketOptions& options, s
   socklen_t bound_len = sizeof bound;
   Endpoint local;
   if (::getsockname(raw, reinterpret_cast<sockaddr*>(&bound), &bound_len) != 0 ||
-      !from_sockaddr(bound, bound_len, local)) {
+      !sockaddr_to_endpoint(&bound, bound_len, local)) {
     error = "getsockname for " + where + ": " + errno_text(errno);
     return nullptr;
   }
@@ -225,7 +188,7 @@ std::size_t SocketDriver::rx_burst(std::span<rt::RxFrame> out) {
       continue;
     }
     Endpoint from;
-    if (!from_sockaddr(b.rx_names[i], h.msg_namelen, from)) {
+    if (!sockaddr_to_endpoint(&b.rx_names[i], h.msg_namelen, from)) {
       ++stats_.rx_errors;
       continue;
     }
@@ -252,7 +215,7 @@ std::size_t SocketDriver::send_chunk(std::span<const rt::TxFrame> frames, int& w
   Batch& b = *batch_;
   std::size_t count = 0;
   for (const rt::TxFrame& f : frames) {
-    const socklen_t len = to_sockaddr(f.to, ipv6_, dual_stack_, b.tx_names[count]);
+    const socklen_t len = endpoint_to_sockaddr(f.to, ipv6_, dual_stack_, b.tx_names[count]);
     if (len == 0) {
       // The address family cannot leave this socket; retrying would not change that.
       ++stats_.tx_errors;

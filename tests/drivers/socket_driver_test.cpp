@@ -2,6 +2,8 @@
 // but nothing asserts on how long anything took.
 #include "socket_driver.hpp"
 
+#include "driver_test_support.hpp"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -15,22 +17,7 @@
 namespace tern::drv {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-constexpr auto kDeadline = std::chrono::seconds(5);
-
-std::span<const std::byte> as_bytes(std::string_view s) {
-  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
-}
-
-std::string as_string(std::span<const std::byte> b) {
-  return {reinterpret_cast<const char*>(b.data()), b.size()};
-}
-
-Endpoint endpoint(std::string_view text) {
-  const auto e = Endpoint::parse(text);
-  EXPECT_TRUE(e.has_value()) << text;
-  return e.value_or(Endpoint{});
-}
+using namespace tern::drv::test;
 
 std::unique_ptr<SocketDriver> open(std::string_view bind, bool reuse_port = false) {
   SocketOptions o;
@@ -40,43 +27,6 @@ std::unique_ptr<SocketDriver> open(std::string_view bind, bool reuse_port = fals
   auto d = open_socket_driver(o, error);
   EXPECT_NE(d, nullptr) << "open " << bind << ": " << error;
   return d;
-}
-
-// The same port on another address, e.g. the listener's port seen through 127.0.0.1.
-Endpoint at(std::string_view host_with_zero_port, const Endpoint& port_from) {
-  Endpoint e = endpoint(host_with_zero_port);
-  e.port = port_from.port;
-  return e;
-}
-
-bool ipv6_loopback_available() {
-  SocketOptions o;
-  o.bind = Endpoint::parse("[::1]:0").value();
-  std::string error;
-  return open_socket_driver(o, error) != nullptr;
-}
-
-struct Received {
-  Endpoint from;
-  std::string payload;
-};
-
-// Collects until `count` datagrams arrived or the deadline passed.
-std::vector<Received> receive(SocketDriver& d, std::size_t count) {
-  std::vector<Received> got;
-  std::vector<rt::RxFrame> frames(64);
-  const auto deadline = Clock::now() + kDeadline;
-  while (got.size() < count && Clock::now() < deadline) {
-    const std::size_t n = d.rx_burst(frames);
-    for (std::size_t i = 0; i < n; ++i) got.push_back({frames[i].from, as_string(frames[i].bytes)});
-    if (n == 0) d.wait(20000);
-  }
-  return got;
-}
-
-void send(SocketDriver& d, const Endpoint& to, std::string_view payload) {
-  const rt::TxFrame f{to, as_bytes(payload)};
-  EXPECT_EQ(d.tx_burst({&f, 1}), 1u) << "to " << to.to_string();
 }
 
 TEST(SocketDriver, Ipv4LoopbackExchange) {
