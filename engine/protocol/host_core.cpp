@@ -1,16 +1,18 @@
 // The sans-I/O ENet 1.3 host. Behaviour follows libenet 1.3.17 where it is observable on the
 // wire (handshake, sessions, acknowledgements, windows, fragments, throttle, timeouts); the
 // bookkeeping differs where ENet scans: peers are found by address, peers with work are kept
-// on a dirty list, and timers live in a heap, so an idle peer costs nothing until its timer.
+// on a dirty list, and timers live in a timing wheel, so an idle peer costs nothing until its
+// timer.
 #include "host_core.hpp"
 
 #include "intrusive.hpp"
+#include "peer_table.hpp"
+#include "timer_wheel.hpp"
 
 #include <algorithm>
 #include <cassert>
 #include <cstring>
 #include <limits>
-#include <unordered_map>
 #include <vector>
 
 namespace tern::proto {
@@ -140,7 +142,7 @@ struct Peer {
   std::array<std::uint32_t, kUnsequencedWindowSize / 32> unsequenced_window{};
   std::uint32_t reliable_data_in_transit = 0;
   std::size_t total_waiting_data = 0;
-  std::uint64_t timer_at = kNever;  // deadline currently registered in the timer heap
+  base::TimerNode timer;  // retransmission, ping or timeout: whichever is due first
   std::vector<Channel> channels;
   IntrusiveList<OutCmd> outgoing_reliable;    // commands with the acknowledge flag
   IntrusiveList<OutCmd> outgoing_unreliable;  // everything else
@@ -154,13 +156,6 @@ struct Peer {
   bool has_outgoing() const {
     return !outgoing_reliable.empty() || !outgoing_unreliable.empty() || !sent_reliable.empty();
   }
-};
-
-struct TimerEntry {
-  std::uint64_t at_ms;
-  std::uint32_t slot;
-  std::uint32_t generation;
-  bool operator>(const TimerEntry& o) const { return at_ms > o.at_ms; }
 };
 
 struct Farewell {
@@ -211,7 +206,7 @@ struct HostCore::Impl {
   HostCounters counters;
   std::vector<std::unique_ptr<Peer>> slots;
   std::vector<std::uint32_t> free_slots;
-  std::unordered_map<Endpoint, std::uint32_t, EndpointHash> by_address;
+  base::PeerTable<std::uint32_t> by_address;
   std::size_t peer_count = 0;
   std::size_t connected_peers = 0;
   std::size_t bandwidth_limited_peers = 0;
@@ -223,10 +218,12 @@ struct HostCore::Impl {
   Pool<InCmd> in_pool;
   EventRing events;
   std::vector<std::uint32_t> dirty;
-  std::vector<TimerEntry> timers;  // min-heap by at_ms
+  base::TimerWheel timers;
   std::vector<Farewell> farewells;
 
-  explicit Impl(const HostConfig& cfg) : config(cfg) {
+  // The address table's hash is keyed: sources are chosen by whoever sends to us.
+  explicit Impl(const HostConfig& cfg)
+      : config(cfg), by_address(cfg.random_seed ^ 0x5bd1e9955bd1e995ull) {
     config.mtu = std::clamp(config.mtu, kMinMtu, kMaxMtu);
     config.channel_limit = std::clamp(config.channel_limit, kMinChannelCount, kMaxChannelCount);
     random_state = cfg.random_seed != 0 ? cfg.random_seed : 0x9E3779B97F4A7C15ull;
@@ -292,7 +289,7 @@ struct HostCore::Impl {
     p.packet_throttle_interval = config.throttle_interval_ms;
     p.packet_throttle_acceleration = config.throttle_acceleration;
     p.packet_throttle_deceleration = config.throttle_deceleration;
-    by_address[address] = slot;
+    if (auto [value, inserted] = by_address.insert(address, slot); !inserted) *value = slot;
     ++peer_count;
     return &p;
   }
@@ -343,12 +340,13 @@ struct HostCore::Impl {
     clear_queues(p);
     p.channels.clear();
     p.channels.shrink_to_fit();
-    auto it = by_address.find(p.address);
-    if (it != by_address.end() && it->second == p.slot) by_address.erase(it);
+    if (const std::uint32_t* v = by_address.find(p.address); v != nullptr && *v == p.slot) {
+      by_address.erase(p.address);
+    }
+    timers.cancel(p.timer);
     p.state = PeerState::disconnected;
     p.dirty = false;
     p.timer_due = false;
-    p.timer_at = kNever;
     ++p.generation;
     free_slots.push_back(p.slot);
     --peer_count;
@@ -394,15 +392,15 @@ struct HostCore::Impl {
     return deadline;
   }
 
+  // One timer per peer, moved in O(1) whenever its earliest deadline changes.
   void schedule(Peer& p) {
     if (p.state == PeerState::disconnected) return;
     const std::uint64_t deadline = peer_deadline(p);
-    // Only earlier deadlines are registered; a stale earlier entry fires, finds nothing due
-    // and re-registers the later one. The heap never holds more than a few entries per peer.
-    if (deadline < p.timer_at) {
-      p.timer_at = deadline;
-      timers.push_back(TimerEntry{deadline, p.slot, p.generation});
-      std::push_heap(timers.begin(), timers.end(), std::greater<>());
+    if (deadline == kNever) {
+      timers.cancel(p.timer);
+    } else if (!base::TimerWheel::scheduled(p.timer) || p.timer.expiry != deadline) {
+      p.timer.owner = &p;
+      timers.schedule(p.timer, deadline);
     }
   }
 
@@ -1031,9 +1029,8 @@ struct HostCore::Impl {
       why = Drop::bad_handshake;
       return nullptr;
     }
-    auto it = by_address.find(from);
-    if (it != by_address.end()) {
-      Peer& old = *slots[it->second];
+    if (const std::uint32_t* slot = by_address.find(from)) {
+      Peer& old = *slots[*slot];
       if (old.connect_id == c.connect_id && old.state != PeerState::connecting) {
         why = Drop::duplicate;  // a retransmitted CONNECT; our VERIFY retransmits on its own
         return nullptr;
@@ -1210,12 +1207,12 @@ struct HostCore::Impl {
     }
     Peer* peer = nullptr;
     if (dh.header.peer_id != kMaxPeerId) {
-      auto it = by_address.find(from);
-      if (it == by_address.end()) {
+      const std::uint32_t* slot = by_address.find(from);
+      if (slot == nullptr) {
         counters.drops.add(Drop::unknown_peer);
         return;
       }
-      peer = slots[it->second].get();
+      peer = slots[*slot].get();
       if (peer->state == PeerState::disconnected || peer->state == PeerState::zombie) {
         counters.drops.add(Drop::unknown_peer);
         return;
@@ -1348,9 +1345,8 @@ struct HostCore::Impl {
   PeerHandle connect(std::uint64_t now_us, const Endpoint& to, std::size_t channel_count,
                      std::uint32_t data) {
     now_ms = now_us / 1000;
-    auto it = by_address.find(to);
-    if (it != by_address.end()) {
-      Peer& old = *slots[it->second];
+    if (const std::uint32_t* slot = by_address.find(to)) {
+      Peer& old = *slots[*slot];
       if (old.app_knows) emit_disconnect(old, DisconnectReason::replaced, 0);
       reset_peer(old);
     }
@@ -1743,17 +1739,12 @@ struct HostCore::Impl {
   }
 
   void fire_timers() {
-    while (!timers.empty() && timers.front().at_ms <= now_ms) {
-      const TimerEntry e = timers.front();
-      std::pop_heap(timers.begin(), timers.end(), std::greater<>());
-      timers.pop_back();
-      Peer* p = e.slot < slots.size() ? slots[e.slot].get() : nullptr;
-      if (p == nullptr || p->generation != e.generation || p->timer_at != e.at_ms) continue;
-      p->timer_at = kNever;
-      p->timer_due = true;
+    timers.advance(now_ms, [this](base::TimerNode& node) {
+      Peer& p = *static_cast<Peer*>(node.owner);
+      p.timer_due = true;
       ++counters.peer_timer_runs;
-      mark_dirty(*p);
-    }
+      mark_dirty(p);
+    });
   }
 
   // enet_host_bandwidth_throttle. Scans connected peers once per interval, and only when some
@@ -1899,7 +1890,7 @@ struct HostCore::Impl {
   std::uint64_t next_deadline_us() const {
     if (!events.empty() || !dirty.empty() || !farewells.empty()) return 0;
     std::uint64_t at = kNever;
-    if (!timers.empty()) at = timers.front().at_ms;
+    at = timers.next_expiry();
     if (config.outgoing_bandwidth != 0 || bandwidth_limited_peers > 0 ||
         (recalculate_bandwidth_limits && config.incoming_bandwidth != 0)) {
       at = std::min<std::uint64_t>(at, bandwidth_throttle_epoch + kBandwidthThrottleInterval);

@@ -22,7 +22,7 @@
 namespace {
 
 using tern::Endpoint;
-using tern::rt::PeerTable;
+using tern::base::PeerTable;
 
 constexpr std::uint64_t kTableSeed = 0x5eed'1234'abcd'0001ull;
 

@@ -11,8 +11,8 @@
 
 namespace {
 
-using tern::rt::TimerNode;
-using tern::rt::TimerWheel;
+using tern::base::TimerNode;
+using tern::base::TimerWheel;
 
 constexpr std::size_t kPending = 100'000;
 

@@ -13,7 +13,7 @@
 namespace {
 
 using tern::Endpoint;
-using tern::rt::PeerTable;
+using tern::base::PeerTable;
 
 constexpr std::uint64_t kSeed = 0x7e29'5c1d'a3b0'4f86ull;
 

@@ -15,8 +15,8 @@
 
 namespace {
 
-using tern::rt::TimerNode;
-using tern::rt::TimerWheel;
+using tern::base::TimerNode;
+using tern::base::TimerWheel;
 
 // Delays that land in each level and in the overflow list, measured from time 0.
 constexpr std::uint64_t kLevelDelays[] = {10, 1'000, 100'000, 20'000'000, 5'000'000'000};

@@ -1,4 +1,4 @@
-// tern::rt::TimerWheel: the shard's hierarchical timing wheel (DESIGN §2 step 8, §4).
+// tern::base::TimerWheel: the shard's hierarchical timing wheel (DESIGN §2 step 8, §4).
 //
 // Millisecond ticks, 4 levels of 256 slots: level L holds timers whose expiry agrees with the
 // wheel's current time in every byte above byte L, filed under byte L of the expiry. That
@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <limits>
 
-namespace tern::rt {
+namespace tern::base {
 
 struct TimerLink {
   TimerLink* prev = nullptr;
@@ -272,4 +272,4 @@ class TimerWheel {
   TimerWheelStats stats_{};
 };
 
-}  // namespace tern::rt
+}  // namespace tern::base

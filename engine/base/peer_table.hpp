@@ -31,7 +31,7 @@
 #include <type_traits>
 #include <utility>
 
-namespace tern::rt {
+namespace tern::base {
 
 template <class Value>
 class PeerTable {
@@ -287,4 +287,4 @@ class PeerTable {
   std::uint64_t seed1_;
 };
 
-}  // namespace tern::rt
+}  // namespace tern::base
