@@ -6,6 +6,7 @@
 
 #include "driver.hpp"
 #include "host_core.hpp"
+#include "mix.hpp"
 #include "socket_driver.hpp"
 
 #include <algorithm>
@@ -30,13 +31,7 @@ std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) {
   return b > kNever - a ? kNever : a + b;
 }
 
-// splitmix64: spreads a low-entropy value (a clock reading) over all 64 bits.
-std::uint64_t mix64(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+using base::mix64;
 
 proto::HostConfig to_config(const HostOptions& o, std::uint64_t seed) {
   proto::HostConfig c;

@@ -1,0 +1,204 @@
+// tern::rt::ShardGroup: N shards on one UDP port (DESIGN §2, §4).
+//
+// Each shard is a thread with its own driver (SO_REUSEPORT: the kernel spreads remote 4-tuples
+// over the shards' sockets), its own HostCore and its own preallocated I/O batches. Nothing on
+// the poll path is shared; the only way in from another thread is post().
+//
+//   rt::ShardGroup group(options);
+//   group.set_event_handler([](rt::Shard& s, Event& ev) {
+//     if (ev.type == EventType::receive) s.core().send(ev.peer, ev.channel, ev.delivery,
+//     ev.packet);
+//   });
+//   if (!group.start(error)) ...;
+//   group.post(1, [](rt::Shard& s) { ... runs on shard 1's thread ... });
+//   group.stop(std::chrono::seconds(2));  // graceful disconnects, then the threads exit
+#pragma once
+
+#include "driver.hpp"
+#include "host_core.hpp"
+
+#include <tern/endpoint.hpp>
+#include <tern/types.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace tern::rt {
+
+enum class DriverKind : std::uint8_t {
+  socket,  // recvmmsg/sendmmsg
+  uring,   // io_uring when it can be set up (or is built), else the socket driver
+};
+
+enum class IdlePolicy : std::uint8_t {
+  busy_poll,      // never sleep: lowest latency, one core burnt per shard
+  wait_deadline,  // sleep in the driver until traffic or the core's next timer
+};
+
+struct ShardGroupOptions {
+  Endpoint bind;  // port 0: shard 0 picks one and the others join it
+  std::size_t shards = std::thread::hardware_concurrency();  // 0 is treated as 1
+  DriverKind driver = DriverKind::socket;
+  proto::HostConfig host;  // per shard; random_seed is varied per shard
+  IdlePolicy idle = IdlePolicy::wait_deadline;
+  bool pin = true;  // shard i runs on CPU i % ncpu
+  // Longest single sleep: bounds how late a waiting shard notices post() and stop().
+  std::chrono::microseconds max_wait{1000};
+  int socket_receive_buffer = 4 << 20;
+  int socket_send_buffer = 4 << 20;
+};
+
+// A snapshot; the shard publishes its live values once per poll iteration.
+struct ShardCounters {
+  std::uint64_t datagrams_in = 0;
+  std::uint64_t bytes_in = 0;
+  std::uint64_t datagrams_out = 0;
+  std::uint64_t bytes_out = 0;
+  std::uint64_t messages_in = 0;
+  std::uint64_t messages_out = 0;
+  std::uint64_t connects = 0;
+  std::uint64_t disconnects = 0;
+  std::uint64_t peers = 0;  // connections the core holds, handshakes included
+  std::uint64_t iterations = 0;
+  std::uint64_t idle_waits = 0;
+  std::uint64_t posted_run = 0;  // post()ed functions executed
+  std::uint64_t drops = 0;       // the core's drop total, every reason
+  std::uint64_t tx_dropped = 0;  // refused by the driver
+};
+
+class Shard;
+using ShardEventHandler = std::function<void(Shard&, Event&)>;
+using ShardTask = std::function<void(Shard&)>;
+
+class Shard {
+ public:
+  Shard(const Shard&) = delete;
+  Shard& operator=(const Shard&) = delete;
+  ~Shard();
+
+  // Shard-thread only (inside the event handler or a posted task).
+  proto::HostCore& core() { return core_; }
+  std::uint64_t now_us() const;
+  std::size_t index() const { return index_; }
+
+ private:
+  friend class ShardGroup;
+  struct LiveCounters;
+
+  Shard(std::size_t index, const ShardGroupOptions& options, const ShardEventHandler& handler);
+
+  // Thread body: opens the driver on this thread (io_uring requires it), reports the bound
+  // endpoint through `ready`, then polls until stopped.
+  void run(const Endpoint& bind, const std::function<void(const Endpoint*, std::string)>& ready);
+  template <class D>
+  void run_with(D& driver);
+
+  // DESIGN §2, one function per step, in order.
+  template <class D>
+  void poll_once(D& driver);
+  template <class D>
+  std::size_t receive(D& driver);
+  void deliver_events();
+  void drain_posted();
+  template <class D>
+  void transmit(D& driver);
+  template <class D>
+  void idle(D& driver, bool received);
+  template <class D>
+  void publish_counters(const D& driver);
+
+  void begin_graceful_stop();
+  void track(const Event& ev);
+
+  // Any thread.
+  void post(ShardTask task);
+  ShardCounters counters() const;
+
+  const std::size_t index_;
+  const ShardGroupOptions& options_;
+  const ShardEventHandler& handler_;
+  proto::HostCore core_;
+  // I/O batches, sized once: the poll path never allocates for them.
+  std::vector<RxFrame> rx_;
+  std::vector<proto::OutDatagram> out_;
+  std::vector<TxFrame> tx_;
+  std::uint64_t now_ = 0;
+  std::uint64_t iterations_ = 0;
+  std::uint64_t idle_waits_ = 0;
+  std::uint64_t posted_run_ = 0;
+
+  // Connected peers by slot, so a graceful stop can disconnect each one; sized to the peer
+  // limit up front so tracking never allocates on the poll path.
+  std::vector<PeerHandle> peers_by_slot_;
+  bool stopping_ = false;
+  std::uint64_t stop_deadline_ = 0;
+
+  // Requested by the group; read once per iteration.
+  std::atomic<bool> stop_requested_{false};
+  std::atomic<std::int64_t> graceful_us_{0};
+
+  // post(): producers append under the mutex and raise `posted_pending_`; the shard looks at
+  // the flag (one relaxed-cost acquire load) every iteration and takes the lock only when it is
+  // set, swapping the whole vector out so tasks run without the lock held.
+  std::atomic<bool> posted_pending_{false};
+  std::mutex posted_mutex_;
+  std::vector<ShardTask> posted_;
+  std::vector<ShardTask> draining_;  // shard-thread only; keeps its capacity between swaps
+
+  std::unique_ptr<LiveCounters> live_;
+  std::string driver_name_;  // written before `ready`, read-only afterwards
+};
+
+class ShardGroup {
+ public:
+  explicit ShardGroup(ShardGroupOptions options);
+  ~ShardGroup();  // stop(0)
+  ShardGroup(const ShardGroup&) = delete;
+  ShardGroup& operator=(const ShardGroup&) = delete;
+
+  // Before start(). Runs on the shard threads; without one, events are discarded.
+  void set_event_handler(ShardEventHandler handler);
+  // Opens every shard's driver on the shard's own thread and starts polling. Returns false
+  // with a one-line reason (and no thread left running) if any driver fails to open.
+  // A group starts once.
+  bool start(std::string& error);
+
+  // Thread-safe. The task runs on shard `shard`'s thread at its next iteration (within about
+  // options.max_wait when the shard is sleeping). False if the index is out of range or the
+  // group is not running. Not to be called concurrently with start(); a task that races
+  // with stop() may be discarded unrun.
+  bool post(std::size_t shard, ShardTask task);
+
+  // Every shard disconnects its peers gracefully and keeps polling until they are gone or
+  // `graceful` has passed; then the threads exit and are joined. Returns true when every
+  // peer went away before the timeout. Idempotent.
+  bool stop(std::chrono::milliseconds graceful);
+  void join();
+
+  std::size_t size() const { return shards_.size(); }
+  bool running() const { return running_.load(std::memory_order_acquire); }
+  Endpoint local_endpoint() const { return local_; }
+  ShardCounters counters(std::size_t shard) const;
+  ShardCounters total() const;
+  std::thread::id thread_id(std::size_t shard) const;
+  std::string driver_name(std::size_t shard) const;  // "socket" or "uring"; empty before start
+
+ private:
+  ShardGroupOptions options_;
+  ShardEventHandler handler_;
+  std::vector<std::unique_ptr<Shard>> shards_;
+  std::vector<std::thread> threads_;
+  Endpoint local_;
+  std::atomic<bool> running_{false};  // post() may read it from any thread
+  bool all_gone_ = true;
+};
+
+}  // namespace tern::rt

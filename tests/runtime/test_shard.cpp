@@ -1,0 +1,334 @@
+// ShardGroup on loopback: echo through SO_REUSEPORT shards, post() affinity, graceful stop.
+//
+// Clients are tern::Host instances bound to distinct 127.0.0.x addresses so the kernel's
+// 4-tuple hash spreads them over the shards. Every wait is bounded by a wall-clock deadline.
+#include "shard.hpp"
+
+#include <tern/host.hpp>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace tern::rt {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+constexpr std::size_t kClients = 200;
+constexpr std::uint32_t kMessages = 20;
+// Generous: the suite also runs under ThreadSanitizer on two cores.
+constexpr auto kDeadline = 60s;
+
+struct Client {
+  std::unique_ptr<Host> host;
+  PeerHandle peer;
+  std::uint32_t id = 0;
+  bool connected = false;
+  std::uint32_t next_expected = 0;  // echoes arrive once and in order
+  std::uint32_t errors = 0;
+  bool disconnected = false;
+  DisconnectReason reason = DisconnectReason::none;
+};
+
+// Payload: client id, then sequence number, so the receiver can check both.
+std::array<std::byte, 8> encode(std::uint32_t id, std::uint32_t seq) {
+  std::array<std::byte, 8> b;
+  std::memcpy(b.data(), &id, 4);
+  std::memcpy(b.data() + 4, &seq, 4);
+  return b;
+}
+
+void handle(Client& c, Event& ev) {
+  switch (ev.type) {
+    case EventType::connect:
+      c.connected = true;
+      for (std::uint32_t seq = 0; seq < kMessages; ++seq) {
+        const auto msg = encode(c.id, seq);
+        if (c.host->send(c.peer, 0, Delivery::reliable, std::span<const std::byte>(msg)) !=
+            SendResult::ok) {
+          ++c.errors;
+        }
+      }
+      break;
+    case EventType::receive: {
+      const auto bytes = ev.packet.bytes();
+      std::uint32_t id = 0;
+      std::uint32_t seq = 0;
+      if (bytes.size() != 8) {
+        ++c.errors;
+        break;
+      }
+      std::memcpy(&id, bytes.data(), 4);
+      std::memcpy(&seq, bytes.data() + 4, 4);
+      if (id != c.id || seq != c.next_expected) ++c.errors;
+      ++c.next_expected;
+      break;
+    }
+    case EventType::disconnect:
+      c.disconnected = true;
+      c.reason = ev.reason;
+      break;
+    case EventType::none: break;
+  }
+}
+
+// One non-blocking pass over every client.
+void pump(std::vector<Client>& clients) {
+  Event ev;
+  for (Client& c : clients) {
+    while (c.host->service(ev, 0us)) handle(c, ev);
+  }
+}
+
+template <class Done>
+bool pump_until(std::vector<Client>& clients, Done done) {
+  const auto deadline = Clock::now() + kDeadline;
+  while (!done()) {
+    if (Clock::now() > deadline) return false;
+    pump(clients);
+    // Two cores are shared with the shards: leave them room.
+    std::this_thread::sleep_for(200us);
+  }
+  return true;
+}
+
+template <class Pred>
+bool wait_until(Pred pred, std::chrono::milliseconds limit) {
+  const auto deadline = Clock::now() + limit;
+  while (!pred()) {
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
+
+ShardGroupOptions echo_options(DriverKind kind) {
+  ShardGroupOptions o;
+  o.bind = *Endpoint::parse("127.0.0.1:0");
+  o.shards = 2;
+  o.driver = kind;
+  return o;
+}
+
+void echo_handler(Shard& s, Event& ev) {
+  if (ev.type == EventType::receive) {
+    s.core().send(ev.peer, ev.channel, ev.delivery, std::move(ev.packet));
+  }
+}
+
+std::vector<Client> open_clients(const Endpoint& server) {
+  std::vector<Client> clients(kClients);
+  HostOptions ho;
+  ho.socket_receive_buffer = 256 << 10;
+  ho.socket_send_buffer = 256 << 10;
+  for (std::size_t i = 0; i < kClients; ++i) {
+    Client& c = clients[i];
+    c.id = static_cast<std::uint32_t>(i);
+    std::string error;
+    // 127.0.0.2, 127.0.0.3, ...: distinct sources so SO_REUSEPORT spreads them.
+    const Endpoint bind = Endpoint::v4(0x7f000002u + static_cast<std::uint32_t>(i), 0);
+    c.host = Host::listen(ho, bind, error);
+    EXPECT_NE(c.host, nullptr) << bind.to_string() << ": " << error;
+    if (c.host == nullptr) return {};
+    c.peer = c.host->connect(server, 1);
+    EXPECT_TRUE(c.peer.valid());
+  }
+  return clients;
+}
+
+// Echo through the group, then a graceful stop while the clients keep servicing.
+void run_echo_and_stop(DriverKind kind) {
+  ShardGroup group(echo_options(kind));
+  group.set_event_handler(echo_handler);
+  std::string error;
+  ASSERT_TRUE(group.start(error)) << error;
+  if (kind == DriverKind::uring && group.driver_name(0) != "uring") {
+    const std::string reason = "io_uring unavailable; shards run " + group.driver_name(0);
+    std::printf("skipping: %s\n", reason.c_str());
+    GTEST_SKIP() << reason;
+  }
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    EXPECT_EQ(group.driver_name(i), kind == DriverKind::uring ? "uring" : "socket");
+  }
+  const Endpoint server = group.local_endpoint();
+  ASSERT_NE(server.port, 0);
+
+  std::vector<Client> clients = open_clients(server);
+  ASSERT_EQ(clients.size(), kClients);
+
+  const bool echoed = pump_until(clients, [&] {
+    for (const Client& c : clients) {
+      if (c.next_expected < kMessages || c.disconnected) return false;
+    }
+    return true;
+  });
+  ASSERT_TRUE(echoed) << "not every client got its " << kMessages << " echoes in time";
+  for (const Client& c : clients) {
+    EXPECT_TRUE(c.connected) << c.id;
+    EXPECT_EQ(c.errors, 0u) << "client " << c.id << ": duplicate, missing or reordered echo";
+    EXPECT_EQ(c.next_expected, kMessages) << c.id;
+  }
+
+  // The shard publishes its counters after the transmit that carried the last echo.
+  constexpr std::uint64_t kTotal = std::uint64_t{kClients} * kMessages;
+  EXPECT_TRUE(wait_until([&] { return group.total().messages_in >= kTotal; }, 5000ms));
+  const ShardCounters total = group.total();
+  EXPECT_EQ(total.messages_in, kTotal);
+  EXPECT_EQ(total.messages_out, kTotal);
+  EXPECT_EQ(total.connects, kClients);
+  EXPECT_EQ(total.peers, kClients);
+  // Drops are legitimate here (a retransmitted command whose original was late is a
+  // duplicate); list them by name from inside the shards, which is also what post() is for.
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    std::promise<std::string> listed;
+    auto names = listed.get_future();
+    group.post(i, [&listed](Shard& s) {
+      std::string out;
+      const auto& drops = s.core().counters().drops;
+      for (std::size_t d = 0; d < proto::kDropCount; ++d) {
+        if (drops.by_reason[d] == 0) continue;
+        out += std::string(" ") + proto::drop_name(static_cast<proto::Drop>(d)) + "=" +
+               std::to_string(drops.by_reason[d]);
+      }
+      listed.set_value(out);
+    });
+    ASSERT_EQ(names.wait_for(5s), std::future_status::ready);
+    std::printf("shard %zu drops:%s\n", i, names.get().c_str());
+  }
+  std::uint64_t peers = 0;
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    const ShardCounters c = group.counters(i);
+    std::printf("shard %zu (%s): peers %llu, messages in %llu, iterations %llu, idle waits %llu\n",
+                i, group.driver_name(i).c_str(), static_cast<unsigned long long>(c.peers),
+                static_cast<unsigned long long>(c.messages_in),
+                static_cast<unsigned long long>(c.iterations),
+                static_cast<unsigned long long>(c.idle_waits));
+    EXPECT_GT(c.peers, 0u) << "SO_REUSEPORT gave shard " << i << " no client";
+    EXPECT_GT(c.messages_in, 0u) << i;
+    EXPECT_EQ(c.messages_in, c.peers * kMessages) << i;
+    EXPECT_GT(c.datagrams_in, 0u);
+    EXPECT_GT(c.datagrams_out, 0u);
+    EXPECT_GT(c.iterations, 0u);
+    peers += c.peers;
+  }
+  EXPECT_EQ(peers, kClients);
+
+  // stop() blocks until the shards finish, so it runs beside the clients' pump.
+  constexpr auto kGraceful = 10000ms;
+  std::atomic<bool> stopped{false};
+  bool all_gone = false;
+  Clock::duration took{};
+  std::thread stopper([&] {
+    const auto t0 = Clock::now();
+    all_gone = group.stop(kGraceful);
+    took = Clock::now() - t0;
+    stopped.store(true);
+  });
+  const bool disconnected = pump_until(clients, [&] {
+    for (const Client& c : clients) {
+      if (!c.disconnected) return false;
+    }
+    return true;
+  });
+  // Keep acknowledging until the shards have seen every ack (bounded by kGraceful).
+  pump_until(clients, [&] { return stopped.load(); });
+  stopper.join();
+  EXPECT_TRUE(disconnected);
+  EXPECT_TRUE(all_gone);
+  EXPECT_LT(took, kGraceful);
+  for (const Client& c : clients) {
+    EXPECT_EQ(c.reason, DisconnectReason::remote) << c.id << ": " << to_string(c.reason);
+  }
+  EXPECT_EQ(group.total().peers, 0u);
+  EXPECT_FALSE(group.running());
+}
+
+TEST(Shard, EchoSocketDriver) { run_echo_and_stop(DriverKind::socket); }
+
+TEST(Shard, EchoUringDriver) { run_echo_and_stop(DriverKind::uring); }
+
+TEST(Shard, PostRunsOnTheRequestedShardThread) {
+  ShardGroupOptions o = echo_options(DriverKind::socket);
+  ShardGroup group(o);
+  std::string error;
+  ASSERT_TRUE(group.start(error)) << error;
+  constexpr int kRounds = 50;
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    for (int round = 0; round < kRounds; ++round) {
+      std::promise<std::pair<std::thread::id, std::size_t>> ran;
+      auto result = ran.get_future();
+      ASSERT_TRUE(group.post(i, [&ran](Shard& s) {
+        ran.set_value({std::this_thread::get_id(), s.index()});
+      }));
+      ASSERT_EQ(result.wait_for(5s), std::future_status::ready) << "shard " << i;
+      const auto [thread, index] = result.get();
+      EXPECT_EQ(thread, group.thread_id(i));
+      EXPECT_NE(thread, std::this_thread::get_id());
+      EXPECT_EQ(index, i);
+    }
+  }
+  EXPECT_NE(group.thread_id(0), group.thread_id(1));
+  EXPECT_FALSE(group.post(group.size(), [](Shard&) {}));
+
+  // From several threads at once: every task runs exactly once.
+  std::atomic<int> count{0};
+  std::vector<std::thread> posters;
+  for (int t = 0; t < 4; ++t) {
+    posters.emplace_back([&, t] {
+      for (int k = 0; k < 100; ++k) {
+        group.post(static_cast<std::size_t>(t + k) % group.size(),
+                   [&count](Shard&) { count.fetch_add(1); });
+      }
+    });
+  }
+  for (auto& p : posters) p.join();
+  EXPECT_TRUE(wait_until([&] { return count.load() == 400; }, 5000ms));
+  EXPECT_TRUE(group.stop(1000ms));
+  EXPECT_EQ(count.load(), 400);
+  EXPECT_EQ(group.total().posted_run, 400u + group.size() * kRounds);
+  EXPECT_FALSE(group.post(0, [](Shard&) {}));
+}
+
+TEST(Shard, PortZeroIsSharedAndStopWithoutPeersIsPrompt) {
+  ShardGroupOptions o = echo_options(DriverKind::socket);
+  o.shards = 3;
+  o.idle = IdlePolicy::busy_poll;
+  o.pin = false;
+  ShardGroup group(o);
+  std::string error;
+  ASSERT_TRUE(group.start(error)) << error;
+  EXPECT_EQ(group.size(), 3u);
+  EXPECT_NE(group.local_endpoint().port, 0);
+  EXPECT_TRUE(wait_until([&] { return group.counters(2).iterations > 10; }, 5000ms));
+  const auto t0 = Clock::now();
+  EXPECT_TRUE(group.stop(5000ms));
+  EXPECT_LT(Clock::now() - t0, 1s);
+  EXPECT_EQ(group.total().idle_waits, 0u);  // busy_poll never sleeps
+}
+
+TEST(Shard, StartFailsCleanlyWhenThePortIsTaken) {
+  // A plain socket without SO_REUSEPORT owns the port, so shard 0 cannot bind it.
+  std::string error;
+  auto blocker = Host::listen(HostOptions{}, *Endpoint::parse("127.0.0.1:0"), error);
+  ASSERT_NE(blocker, nullptr) << error;
+  ShardGroupOptions o = echo_options(DriverKind::socket);
+  o.bind = blocker->local_endpoint();
+  ShardGroup group(o);
+  EXPECT_FALSE(group.start(error));
+  EXPECT_FALSE(error.empty());
+  EXPECT_FALSE(group.running());
+}
+
+}  // namespace
+}  // namespace tern::rt
