@@ -8,7 +8,7 @@
 #
 # Environment:
 #   TERN_FUZZ_BUILD      build directory holding tests/fuzz/TARGET (default: the first of
-#                        build-fuzz, build-unit, build under the source root that has it)
+#                        build-fuzz, build-test, build-unit, build under the source root that has it)
 #   TERN_FUZZ_BIN        the target binary itself (overrides TERN_FUZZ_BUILD)
 #   TERN_FUZZ_WORK       work corpus directory (default: BUILD/tests/fuzz/work/TARGET)
 #   TERN_FUZZ_SCRATCH=1  use a temporary work corpus, removed afterwards (the meson tests)
@@ -33,7 +33,7 @@ fi
 
 bin=${TERN_FUZZ_BIN:-}
 if [ -z "$bin" ]; then
-  for build in ${TERN_FUZZ_BUILD:-} "$root/build-fuzz" "$root/build-unit" "$root/build"; do
+  for build in ${TERN_FUZZ_BUILD:-} "$root/build-fuzz" "$root/build-test" "$root/build-unit" "$root/build"; do
     if [ -n "$build" ] && [ -x "$build/tests/fuzz/$target" ]; then
       bin="$build/tests/fuzz/$target"
       break
