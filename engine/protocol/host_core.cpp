@@ -220,6 +220,7 @@ struct HostCore::Impl {
   std::vector<std::uint32_t> dirty;
   base::TimerWheel timers;
   std::vector<Farewell> farewells;
+  std::vector<Peer*> throttle_scratch;
 
   // The address table's hash is keyed: sources are chosen by whoever sends to us.
   explicit Impl(const HostConfig& cfg)
@@ -255,6 +256,14 @@ struct HostCore::Impl {
   }
 
   PeerHandle handle_of(const Peer& p) const { return PeerHandle{p.slot, p.generation}; }
+
+  Event event_for(const Peer& p, EventType type) const {
+    Event ev;
+    ev.type = type;
+    ev.peer = handle_of(p);
+    ev.address = p.address;
+    return ev;
+  }
 
   Peer* allocate_peer(const Endpoint& address) {
     if (peer_count >= config.peer_limit) return nullptr;
@@ -353,10 +362,7 @@ struct HostCore::Impl {
   }
 
   void emit_disconnect(Peer& p, DisconnectReason reason, std::uint32_t data) {
-    Event ev;
-    ev.type = EventType::disconnect;
-    ev.peer = handle_of(p);
-    ev.address = p.address;
+    Event ev = event_for(p, EventType::disconnect);
     ev.reason = reason;
     ev.data = data;
     events.push(std::move(ev));
@@ -366,10 +372,7 @@ struct HostCore::Impl {
 
   void emit_connect(Peer& p) {
     p.app_knows = true;
-    Event ev;
-    ev.type = EventType::connect;
-    ev.peer = handle_of(p);
-    ev.address = p.address;
+    Event ev = event_for(p, EventType::connect);
     ev.data = p.connect_data;
     events.push(std::move(ev));
     ++counters.connects;
@@ -587,32 +590,16 @@ struct HostCore::Impl {
     reset_peer(*hog);
   }
 
-  void deliver(Peer& p, std::uint8_t channel, Delivery delivery, InCmd* c, bool from_list) {
-    Event ev;
-    ev.type = EventType::receive;
-    ev.peer = handle_of(p);
-    ev.address = p.address;
-    ev.channel = channel;
-    ev.delivery = delivery;
-    ev.packet = std::move(c->packet);
-    end_reassembly(c);
-    // The event queue keeps the bytes charged to the host until the application takes them.
-    p.total_waiting_data -= c->accounted;
-    counters.buffered_bytes -= c->accounted;
-    counters.buffered_bytes += ev.packet.size();
-    c->accounted = 0;
-    (void)from_list;
-    in_pool.put(c);
-    ++counters.messages_in;
-    ++p.stats.messages_received;
-    events.push(std::move(ev));
+  // A message that waited in a reorder list or a fragment set: its buffer moves to the event
+  // queue, which keeps the bytes charged to the host until the application takes them.
+  void deliver(Peer& p, std::uint8_t channel, Delivery delivery, InCmd* c) {
+    Packet packet = std::move(c->packet);
+    release_in(p, c);
+    deliver_now(p, channel, delivery, std::move(packet));
   }
 
   void deliver_now(Peer& p, std::uint8_t channel, Delivery delivery, Packet packet) {
-    Event ev;
-    ev.type = EventType::receive;
-    ev.peer = handle_of(p);
-    ev.address = p.address;
+    Event ev = event_for(p, EventType::receive);
     ev.channel = channel;
     ev.delivery = delivery;
     ev.packet = std::move(packet);
@@ -638,7 +625,7 @@ struct HostCore::Impl {
         ch.in_reliable_seq = static_cast<std::uint16_t>(ch.in_reliable_seq + c->fragment_count - 1);
       }
       ch.in_reliable.remove(c);
-      deliver(p, channel_id, Delivery::reliable, c, true);
+      deliver(p, channel_id, Delivery::reliable, c);
       ch.in_unreliable_seq = 0;
       if (!ch.in_unreliable.empty()) dispatch_unreliable(p, channel_id);
     }
@@ -659,7 +646,7 @@ struct HostCore::Impl {
         } else if (c->fragments_remaining == 0) {
           ch.in_unreliable_seq = c->unreliable_seq;
           ch.in_unreliable.remove(c);
-          deliver(p, channel_id, Delivery::unreliable, c, true);
+          deliver(p, channel_id, Delivery::unreliable, c);
         }
         // else: an incomplete set for the current sequence waits for its other fragments
       } else if (!in_receive_window(c->reliable_seq, ch.in_reliable_seq)) {
@@ -854,6 +841,12 @@ struct HostCore::Impl {
     return c;
   }
 
+  // Every fragment must agree with the set started under its start sequence number.
+  static bool matches_set(const InCmd* set, const Command& cmd, Cmd type) {
+    return set->type == type && set->packet.size() == cmd.fragment.total_length &&
+           set->fragment_count == cmd.fragment.fragment_count;
+  }
+
   // Copies one fragment into its set; false if it was already there.
   bool fill_fragment(InCmd* set, const Command& cmd) {
     const SendFragment& f = cmd.fragment;
@@ -881,8 +874,7 @@ struct HostCore::Impl {
     if (p.state == PeerState::disconnect_later) return Handled::ok;
     InCmd* set = find_reliable(ch, start);
     if (set != nullptr) {
-      if (set->type != Cmd::send_fragment || set->packet.size() != cmd.fragment.total_length ||
-          set->fragment_count != cmd.fragment.fragment_count) {
+      if (!matches_set(set, cmd, Cmd::send_fragment)) {
         why = Drop::fragment_mismatch;
         return Handled::stop;
       }
@@ -913,9 +905,7 @@ struct HostCore::Impl {
     InCmd* after = nullptr;
     InCmd* set = find_or_position_unreliable(ch, rseq, start, after);
     if (set != nullptr) {
-      if (set->type != Cmd::send_unreliable_fragment ||
-          set->packet.size() != cmd.fragment.total_length ||
-          set->fragment_count != cmd.fragment.fragment_count) {
+      if (!matches_set(set, cmd, Cmd::send_unreliable_fragment)) {
         why = Drop::fragment_mismatch;
         return Handled::stop;
       }
@@ -1762,8 +1752,8 @@ struct HostCore::Impl {
     bandwidth_throttle_epoch = now_ms;
     std::size_t peers_remaining = connected_peers;
     if (peers_remaining == 0) return;
-    std::vector<Peer*> connected;
-    connected.reserve(connected_peers);
+    std::vector<Peer*>& connected = throttle_scratch;  // reused: the pass runs every second
+    connected.clear();
     for (auto& sp : slots) {
       if (sp && sp->connected_like()) connected.push_back(sp.get());
     }
