@@ -11,6 +11,8 @@
 
 #include <enet/enet.h>
 
+#include "enet_endpoint.h"
+
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -30,30 +32,6 @@ static void usage(FILE* out) {
           "  Echoes every packet back to its sender (same channel, same delivery) until\n"
           "  SIGINT/SIGTERM. HOST may be a name, an IPv4 address, '*' or 0.0.0.0.\n");
 }
-
-/* libenet addresses are IPv4 only; "*" is accepted so scripts can use one spelling for Tern
- * (where it means dual-stack any) and for this reference. */
-static int parse_endpoint(const char* text, ENetAddress* out) {
-  const char* colon = strrchr(text, ':');
-  if (colon == NULL || colon == text || colon[1] == '\0') return -1;
-  char* end = NULL;
-  errno = 0;
-  unsigned long port = strtoul(colon + 1, &end, 10);
-  if (errno != 0 || *end != '\0' || port > 65535) return -1;
-  char host[256];
-  size_t len = (size_t)(colon - text);
-  if (len >= sizeof host) return -1;
-  memcpy(host, text, len);
-  host[len] = '\0';
-  if (strcmp(host, "*") == 0 || strcmp(host, "0.0.0.0") == 0) {
-    out->host = ENET_HOST_ANY;
-  } else if (enet_address_set_host(out, host) != 0) {
-    return -1;
-  }
-  out->port = (enet_uint16)port;
-  return 0;
-}
-
 int main(int argc, char** argv) {
   const char* listen_arg = NULL;
   unsigned long peers = 64;
@@ -91,7 +69,7 @@ int main(int argc, char** argv) {
   atexit(enet_deinitialize);
 
   ENetAddress address;
-  if (parse_endpoint(listen_arg, &address) != 0) {
+  if (parse_enet_endpoint(listen_arg, &address, 1) != 0) {
     fprintf(stderr, "enet-echo-server: bad --listen '%s'\n", listen_arg);
     return 2;
   }

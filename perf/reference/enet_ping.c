@@ -15,6 +15,8 @@
 
 #include <enet/enet.h>
 
+#include "enet_endpoint.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdint.h>
@@ -48,23 +50,6 @@ static void usage(FILE* out) {
           "                       (default 200) is counted lost and a new one sent\n"
           "  --checksum           ENet CRC32 on every datagram (both sides must agree)\n"
           "exit status: 0 success, 1 cannot connect / server lost / I/O error, 2 bad usage\n");
-}
-
-static int parse_endpoint(const char* text, ENetAddress* out) {
-  const char* colon = strrchr(text, ':');
-  if (colon == NULL || colon == text || colon[1] == '\0') return -1;
-  char* end = NULL;
-  errno = 0;
-  unsigned long port = strtoul(colon + 1, &end, 10);
-  if (errno != 0 || *end != '\0' || port == 0 || port > 65535) return -1;
-  char host[256];
-  size_t len = (size_t)(colon - text);
-  if (len >= sizeof host) return -1;
-  memcpy(host, text, len);
-  host[len] = '\0';
-  if (enet_address_set_host(out, host) != 0) return -1;
-  out->port = (enet_uint16)port;
-  return 0;
 }
 
 static int parse_ulong(const char* text, unsigned long min, unsigned long max, unsigned long* out) {
@@ -199,7 +184,7 @@ int main(int argc, char** argv) {
   atexit(enet_deinitialize);
 
   ENetAddress server;
-  if (parse_endpoint(connect_arg, &server) != 0) {
+  if (parse_enet_endpoint(connect_arg, &server, 0) != 0) {
     fprintf(stderr, "enet-ping: bad --connect '%s'\n", connect_arg);
     return 2;
   }
