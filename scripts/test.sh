@@ -14,40 +14,35 @@ ninja -C build-test || { status=$?; echo "build failed (ninja exit $status)"; ex
 meson test -C build-test --print-errorlogs --num-processes 2 "$@"
 status=$?
 
-# The same core under AddressSanitizer + UndefinedBehaviorSanitizer: every suite that drives
-# the protocol core in-process. Skipped when a suite was picked on the command line.
 logs=(build-test/meson-logs/testlog.json)
-if [ "$#" -eq 0 ] && [ "${TERN_SKIP_SANITIZERS:-0}" != 1 ]; then
-  rm -rf build-asan
-  if meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=disabled \
-        -Dbenchmarks=disabled >/dev/null && ninja -C build-asan; then
-    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-      meson test -C build-asan --print-errorlogs --num-processes 2 \
-        --suite unit --suite api --suite drivers --suite sim --suite attack --suite runtime
-    asan_status=$?
-    [ "$asan_status" -ne 0 ] && status=$asan_status
-    logs+=(build-asan/meson-logs/testlog.json)
-  else
-    echo "sanitizer build failed"
-    status=1
-  fi
-fi
 
-# The runtime's cross-thread code (rings, and the shards built on them) under ThreadSanitizer.
-if [ "$#" -eq 0 ] && [ "${TERN_SKIP_SANITIZERS:-0}" != 1 ]; then
-  rm -rf build-tsan
-  if meson setup build-tsan -Dtsan=true -Dfuzz=disabled -Dbenchmarks=disabled \
-        -Dinterop=disabled >/dev/null && ninja -C build-tsan; then
-    TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-      meson test -C build-tsan --print-errorlogs --num-processes 2 --suite runtime
-    tsan_status=$?
-    [ "$tsan_status" -ne 0 ] && status=$tsan_status
-    logs+=(build-tsan/meson-logs/testlog.json)
+# sanitizer_stage DIR "MESON OPTIONS" "SUITES": a fresh build with a sanitizer, then the named
+# suites; its log joins the summary and its failure fails the run.
+sanitizer_stage() {
+  local dir=$1 options=$2 suites=() suite
+  for suite in $3; do suites+=(--suite "$suite"); done
+  rm -rf "$dir"
+  # shellcheck disable=SC2086  # options are words
+  if meson setup "$dir" $options >/dev/null && ninja -C "$dir"; then
+    meson test -C "$dir" --print-errorlogs --num-processes 2 "${suites[@]}" || status=$?
+    logs+=("$dir/meson-logs/testlog.json")
   else
-    echo "ThreadSanitizer build failed"
+    echo "$dir: sanitizer build failed"
     status=1
   fi
+}
+
+# Skipped when a suite was picked on the command line.
+if [ "$#" -eq 0 ] && [ "${TERN_SKIP_SANITIZERS:-0}" != 1 ]; then
+  # Every suite that drives the protocol core in-process, under ASan + UBSan.
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    sanitizer_stage build-asan \
+      "-Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=disabled -Dbenchmarks=disabled" \
+      "unit api drivers sim attack runtime"
+  # The runtime's cross-thread code (rings, and the shards built on them) under TSan.
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+    sanitizer_stage build-tsan "-Dtsan=true -Dfuzz=disabled -Dbenchmarks=disabled -Dinterop=disabled" \
+      "runtime"
 fi
 
 python3 - "${logs[@]}" <<'PY'
