@@ -76,6 +76,7 @@ struct Shard::LiveCounters {
   std::atomic<std::uint64_t> idle_waits{0};
   std::atomic<std::uint64_t> posted_run{0};
   std::atomic<std::uint64_t> drops{0};
+  std::atomic<std::uint64_t> peer_timer_runs{0};
   std::atomic<std::uint64_t> tx_dropped{0};
 };
 
@@ -102,7 +103,7 @@ void Shard::run(const Endpoint& bind,
   std::string error;
   drv::SocketOptions so;
   so.bind = bind;
-  so.reuse_port = true;
+  so.reuse_port = options_.share_port;
   so.receive_buffer = options_.socket_receive_buffer;
   so.send_buffer = options_.socket_send_buffer;
   so.burst = kBatch;
@@ -114,7 +115,7 @@ void Shard::run(const Endpoint& bind,
     std::unique_ptr<Driver> d = drv::open_best_driver(uo, error);
     if (d == nullptr) return ready(nullptr, std::move(error));
     driver_name_ = d->name();
-    const Endpoint local = d->local_endpoint();
+    const Endpoint local = local_ = d->local_endpoint();
     // Both backends are final classes: resolving the type once here lets every burst call
     // in the loop bind statically (STYLE habit 4).
     if (auto* u = dynamic_cast<drv::UringDriver*>(d.get())) {
@@ -133,7 +134,7 @@ void Shard::run(const Endpoint& bind,
   std::unique_ptr<drv::SocketDriver> s = drv::open_socket_driver(so, error);
   if (s == nullptr) return ready(nullptr, std::move(error));
   driver_name_ = s->name();
-  const Endpoint local = s->local_endpoint();
+  const Endpoint local = local_ = s->local_endpoint();
   ready(&local, {});
   run_with(*s);
 }
@@ -278,6 +279,7 @@ void Shard::publish_counters(const D& driver) {
   l.idle_waits.store(idle_waits_, r);
   l.posted_run.store(posted_run_, r);
   l.drops.store(c.drops.total(), r);
+  l.peer_timer_runs.store(c.peer_timer_runs, r);
   l.tx_dropped.store(driver.stats().tx_dropped, r);
 }
 
@@ -318,6 +320,7 @@ ShardCounters Shard::counters() const {
   s.idle_waits = l.idle_waits.load(r);
   s.posted_run = l.posted_run.load(r);
   s.drops = l.drops.load(r);
+  s.peer_timer_runs = l.peer_timer_runs.load(r);
   s.tx_dropped = l.tx_dropped.load(r);
   return s;
 }
@@ -375,7 +378,7 @@ bool ShardGroup::start(std::string& error) {
   ok = wait_reports(1);
   if (ok) {
     Endpoint shared = options_.bind;
-    shared.port = bound.port;
+    if (options_.share_port) shared.port = bound.port;
     for (std::size_t i = 1; i < shards_.size(); ++i) launch(i, shared);
     ok = wait_reports(shards_.size());
   }
@@ -438,6 +441,7 @@ ShardCounters ShardGroup::total() const {
     t.idle_waits += c.idle_waits;
     t.posted_run += c.posted_run;
     t.drops += c.drops;
+    t.peer_timer_runs += c.peer_timer_runs;
     t.tx_dropped += c.tx_dropped;
   }
   return t;
@@ -445,6 +449,10 @@ ShardCounters ShardGroup::total() const {
 
 std::thread::id ShardGroup::thread_id(std::size_t shard) const {
   return shard < threads_.size() ? threads_[shard].get_id() : std::thread::id{};
+}
+
+Endpoint ShardGroup::local_endpoint(std::size_t shard) const {
+  return shard < shards_.size() ? shards_[shard]->local_ : Endpoint{};
 }
 
 std::string ShardGroup::driver_name(std::size_t shard) const {

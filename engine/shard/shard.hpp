@@ -50,6 +50,10 @@ struct ShardGroupOptions {
   proto::HostConfig host;  // per shard; random_seed is varied per shard
   IdlePolicy idle = IdlePolicy::wait_deadline;
   bool pin = true;  // shard i runs on CPU i % ncpu
+  // Servers share one port (SO_REUSEPORT steers each remote 4-tuple to one shard). A client
+  // group sets this false: each shard then binds `bind` on its own (port 0: its own ephemeral
+  // port), so the replies to a peer's datagrams come back to the shard that owns the peer.
+  bool share_port = true;
   // Longest single sleep: bounds how late a waiting shard notices post() and stop().
   std::chrono::microseconds max_wait{1000};
   int socket_receive_buffer = 4 << 20;
@@ -71,6 +75,7 @@ struct ShardCounters {
   std::uint64_t idle_waits = 0;
   std::uint64_t posted_run = 0;  // post()ed functions executed
   std::uint64_t drops = 0;       // the core's drop total, every reason
+  std::uint64_t peer_timer_runs = 0;  // peers whose timer fired: the work idle peers cost
   std::uint64_t tx_dropped = 0;  // refused by the driver
 };
 
@@ -155,6 +160,7 @@ class Shard {
 
   std::unique_ptr<LiveCounters> live_;
   std::string driver_name_;  // written before `ready`, read-only afterwards
+  Endpoint local_;           // likewise
 };
 
 class ShardGroup {
@@ -185,7 +191,8 @@ class ShardGroup {
 
   std::size_t size() const { return shards_.size(); }
   bool running() const { return running_.load(std::memory_order_acquire); }
-  Endpoint local_endpoint() const { return local_; }
+  Endpoint local_endpoint() const { return local_; }  // shard 0's
+  Endpoint local_endpoint(std::size_t shard) const;
   ShardCounters counters(std::size_t shard) const;
   ShardCounters total() const;
   std::thread::id thread_id(std::size_t shard) const;
