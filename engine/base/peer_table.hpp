@@ -1,4 +1,10 @@
-// PeerTable: a shard's map from remote Endpoint to a small value (usually a peer slot index).
+// PeerTable: a shard's map from a remote Endpoint and a 12-bit local peer ID (PeerKey) to a
+// small value (usually a peer slot index).
+//
+// The ID is there because ENet lets one client socket hold several connections to the same
+// server: they share the source address and port and differ only in the peer ID the server
+// assigned, which every datagram's header carries. A key without an ID (the Endpoint alone
+// converts to one with ID 0) serves callers that have one entry per address.
 //
 // Every datagram costs one lookup here, and sources are chosen by whoever sends to us, so the
 // table is built for three things: a miss is as cheap as a hit (unknown and spoofed sources are
@@ -15,8 +21,8 @@
 // Each bucket carries a 16-bit word: probe distance + 1 in the high byte (0 = empty) and 8 hash
 // bits in the low byte. A lookup compares that word against what it expects at each step, so it
 // only touches a key when both distance and tag match (about 1 in 256 of the other entries).
-// The word fits in the padding between the 18-byte key and a 4-byte value, so a bucket is 24
-// bytes: 27 to 55 bytes per entry between the 7/8 load limit and just after a doubling.
+// The word fits between the 20-byte key and a 4-byte value, so a bucket is 28 bytes: 32 to 64
+// bytes per entry between the 7/8 load limit and just after a doubling.
 //
 // Pointers returned by find() and insert() stay valid until the next insert or erase.
 #pragma once
@@ -32,6 +38,15 @@
 #include <utility>
 
 namespace tern::base {
+
+struct PeerKey {
+  Endpoint endpoint;
+  std::uint16_t id = 0;  // the local peer ID the remote side puts in its headers
+
+  PeerKey() = default;
+  PeerKey(const Endpoint& e, std::uint16_t local_id = 0)  // NOLINT: an Endpoint is an ID-0 key
+      : endpoint(e), id(local_id) {}
+};
 
 template <class Value>
 class PeerTable {
@@ -75,19 +90,19 @@ class PeerTable {
     if (needed > capacity_) rehash(needed);
   }
 
-  Value* find(const Endpoint& key) {
+  Value* find(const PeerKey& key) {
     if (size_ == 0) return nullptr;
     const std::size_t i = locate(key, hash(key));
     return i == kNotFound ? nullptr : &buckets_[i].value;
   }
-  const Value* find(const Endpoint& key) const {
+  const Value* find(const PeerKey& key) const {
     if (size_ == 0) return nullptr;
     const std::size_t i = locate(key, hash(key));
     return i == kNotFound ? nullptr : &buckets_[i].value;
   }
 
   // Returns the entry for key and whether it was created; an existing value is left unchanged.
-  std::pair<Value*, bool> insert(const Endpoint& key, Value value) {
+  std::pair<Value*, bool> insert(const PeerKey& key, Value value) {
     const std::uint64_t h = hash(key);
     if (size_ != 0) {
       const std::size_t i = locate(key, h);
@@ -104,7 +119,7 @@ class PeerTable {
     return {find(key), true};
   }
 
-  bool erase(const Endpoint& key) {
+  bool erase(const PeerKey& key) {
     if (size_ == 0) return false;
     std::size_t i = locate(key, hash(key));
     if (i == kNotFound) return false;
@@ -135,21 +150,23 @@ class PeerTable {
   // The keyed hash, exposed for tests and benchmarks. Three 64x64->128 folded multiplies, the
   // construction of wyhash and rapidhash. Every input word is XORed with a secret before it is
   // multiplied, so without the seed an attacker can neither aim at a bucket nor feed the
-  // multiply its weak inputs (a zero operand). The port enters through its own multiply, since
-  // XORing it into address bits would make collisions that hold under every seed. The last
+  // multiply its weak inputs (a zero operand). The port and peer ID enter through their own
+  // multiply, since XORing them into address bits would make collisions that hold under every
+  // seed. The last
   // multiply takes both halves of the previous product: with one operand fixed, a fold is
   // nearly linear in a small varying input (one address, all 65,536 ports), which left runs of
   // 40+ under some seeds. Not a PRF like SipHash, but the table never reveals hashes or bucket
   // order, the seed is per table, and the distance limit (see insert) rebuilds under a fresh
   // seed if a run grows long anyway; SipHash-1-3 costs several times more per datagram (see
   // perf/micro/bench_peer_table.cpp).
-  std::uint64_t hash(const Endpoint& key) const {
+  std::uint64_t hash(const PeerKey& key) const {
     std::uint64_t lo;
     std::uint64_t hi;
-    std::memcpy(&lo, key.addr.data(), 8);
-    std::memcpy(&hi, key.addr.data() + 8, 8);
+    std::memcpy(&lo, key.endpoint.addr.data(), 8);
+    std::memcpy(&hi, key.endpoint.addr.data() + 8, 8);
     const std::uint64_t address = fold_multiply(lo ^ seed0_, hi ^ seed1_);
-    const U128 p = static_cast<U128>(address ^ seed1_) * ((key.port | kPortPad) ^ seed0_);
+    const std::uint64_t port_and_id = (std::uint64_t{key.id} << 16) | key.endpoint.port;
+    const U128 p = static_cast<U128>(address ^ seed1_) * ((port_and_id ^ kPortPad) ^ seed0_);
     return fold_multiply(static_cast<std::uint64_t>(p) ^ kFinal0,
                          static_cast<std::uint64_t>(p >> 64) ^ kFinal1);
   }
@@ -158,7 +175,7 @@ class PeerTable {
   __extension__ using U128 = unsigned __int128;
 
   struct Bucket {
-    Endpoint key;
+    PeerKey key;
     std::uint16_t meta = 0;  // (probe distance + 1) << 8 | tag; 0 = empty
     Value value{};
   };
@@ -192,8 +209,9 @@ class PeerTable {
   // share a home bucket.
   static std::uint32_t tag_of(std::uint64_t h) { return static_cast<std::uint32_t>(h >> 56); }
 
-  static bool same_key(const Endpoint& a, const Endpoint& b) {
-    return std::memcmp(a.addr.data(), b.addr.data(), 16) == 0 && a.port == b.port;
+  static bool same_key(const PeerKey& a, const PeerKey& b) {
+    return std::memcmp(a.endpoint.addr.data(), b.endpoint.addr.data(), 16) == 0 &&
+           a.endpoint.port == b.endpoint.port && a.id == b.id;
   }
 
   static std::size_t max_load(std::size_t capacity) { return capacity - capacity / 8; }
@@ -205,7 +223,7 @@ class PeerTable {
   }
 
   // Index of key's bucket, or kNotFound; the table must have buckets.
-  std::size_t locate(const Endpoint& key, std::uint64_t h) const {
+  std::size_t locate(const PeerKey& key, std::uint64_t h) const {
     std::size_t i = h & mask_;
     std::uint32_t want = kDistOne | tag_of(h);
     for (;;) {

@@ -13,8 +13,7 @@ namespace tern::proto {
   X(oversize_datagram, "datagram longer than the maximum MTU")                          \
   X(compressed, "compressed datagram (no compressor negotiated)")                       \
   X(bad_checksum, "CRC32 mismatch")                                                     \
-  X(unknown_peer, "non-connect datagram from an address with no connection")            \
-  X(forged_peer_id, "peer ID in the header is not the one assigned to this address")   \
+  X(unknown_peer, "non-connect datagram whose address, port and peer ID name no connection") \
   X(bad_session, "session bits do not match the connection")                           \
   X(truncated_command, "command runs past the end of the datagram")                     \
   X(unknown_command, "command number outside 1..12")                                   \

@@ -206,8 +206,11 @@ struct HostCore::Impl {
   HostCounters counters;
   std::vector<std::unique_ptr<Peer>> slots;
   std::vector<std::uint32_t> free_slots;
+  // Keyed by (remote endpoint, our peer ID for that connection): one remote socket may hold
+  // several connections to us, as ENet allows, and every datagram names its connection.
   base::PeerTable<std::uint32_t> by_address;
   std::size_t peer_count = 0;
+  std::uint32_t next_client_peer_id = 0;  // where connect() starts looking for a free ID
   std::size_t connected_peers = 0;
   std::size_t bandwidth_limited_peers = 0;
   bool recalculate_bandwidth_limits = false;
@@ -265,7 +268,17 @@ struct HostCore::Impl {
     return ev;
   }
 
-  Peer* allocate_peer(const Endpoint& address) {
+  // A local peer ID for a new connection to `address`: `preferred` if no connection from that
+  // address uses it, else the next free one. kMaxPeerId when all 4,095 are taken.
+  std::uint16_t free_peer_id(const Endpoint& address, std::uint16_t preferred) const {
+    for (std::uint32_t i = 0; i < kMaxPeerId; ++i) {
+      const auto id = static_cast<std::uint16_t>((preferred + i) % kMaxPeerId);
+      if (by_address.find(base::PeerKey(address, id)) == nullptr) return id;
+    }
+    return kMaxPeerId;
+  }
+
+  Peer* allocate_peer(const Endpoint& address, std::uint16_t peer_id) {
     if (peer_count >= config.peer_limit) return nullptr;
     std::uint32_t slot;
     if (!free_slots.empty()) {
@@ -289,7 +302,7 @@ struct HostCore::Impl {
     p.incoming_session = in_session;
     p.outgoing_session = out_session;
     p.address = address;
-    p.incoming_peer_id = static_cast<std::uint16_t>(slot % kMaxPeerId);
+    p.incoming_peer_id = peer_id;
     p.mtu = config.mtu;
     p.ping_interval = config.ping_interval_ms;
     p.timeout_limit = config.timeout_limit;
@@ -298,7 +311,7 @@ struct HostCore::Impl {
     p.packet_throttle_interval = config.throttle_interval_ms;
     p.packet_throttle_acceleration = config.throttle_acceleration;
     p.packet_throttle_deceleration = config.throttle_deceleration;
-    if (auto [value, inserted] = by_address.insert(address, slot); !inserted) *value = slot;
+    by_address.insert(base::PeerKey(address, peer_id), slot);
     ++peer_count;
     return &p;
   }
@@ -349,8 +362,9 @@ struct HostCore::Impl {
     clear_queues(p);
     p.channels.clear();
     p.channels.shrink_to_fit();
-    if (const std::uint32_t* v = by_address.find(p.address); v != nullptr && *v == p.slot) {
-      by_address.erase(p.address);
+    const base::PeerKey key(p.address, p.incoming_peer_id);
+    if (const std::uint32_t* v = by_address.find(key); v != nullptr && *v == p.slot) {
+      by_address.erase(key);
     }
     timers.cancel(p.timer);
     p.state = PeerState::disconnected;
@@ -1015,22 +1029,28 @@ struct HostCore::Impl {
   // enet_protocol_handle_connect (server side). Returns the new peer or nullptr.
   Peer* handle_connect(const Endpoint& from, const Command& cmd, Drop& why) {
     const Connect& c = cmd.connect;
-    if (c.channel_count < kMinChannelCount || c.channel_count > kMaxChannelCount) {
+    if (c.channel_count < kMinChannelCount || c.channel_count > kMaxChannelCount ||
+        c.outgoing_peer_id >= kMaxPeerId) {
       why = Drop::bad_handshake;
       return nullptr;
     }
-    if (const std::uint32_t* slot = by_address.find(from)) {
+    // Our peer ID for the connection mirrors the client's own peer index: a client's indices
+    // are distinct among its live connections, so the key finds a retransmitted CONNECT, and a
+    // restarted client (same socket, same index, new connect ID) replaces its old connection.
+    if (const std::uint32_t* slot = by_address.find(base::PeerKey(from, c.outgoing_peer_id))) {
       Peer& old = *slots[*slot];
-      if (old.connect_id == c.connect_id && old.state != PeerState::connecting) {
-        why = Drop::duplicate;  // a retransmitted CONNECT; our VERIFY retransmits on its own
-        return nullptr;
+      if (old.outgoing_peer_id == c.outgoing_peer_id && old.state != PeerState::connecting) {
+        if (old.connect_id == c.connect_id) {
+          why = Drop::duplicate;  // a retransmitted CONNECT; our VERIFY retransmits on its own
+          return nullptr;
+        }
+        if (old.app_knows) emit_disconnect(old, DisconnectReason::replaced, 0);
+        if (old.connected_like()) recalculate_bandwidth_limits = true;
+        reset_peer(old);
       }
-      // The same address now runs a new connection (the client restarted): the old one is over.
-      if (old.app_knows) emit_disconnect(old, DisconnectReason::replaced, 0);
-      if (old.connected_like()) recalculate_bandwidth_limits = true;
-      reset_peer(old);
     }
-    Peer* pp = allocate_peer(from);
+    const std::uint16_t peer_id = free_peer_id(from, c.outgoing_peer_id);
+    Peer* pp = peer_id == kMaxPeerId ? nullptr : allocate_peer(from, peer_id);
     if (pp == nullptr) {
       why = Drop::peer_limit;
       return nullptr;
@@ -1197,7 +1217,9 @@ struct HostCore::Impl {
     }
     Peer* peer = nullptr;
     if (dh.header.peer_id != kMaxPeerId) {
-      const std::uint32_t* slot = by_address.find(from);
+      // Address, port and peer ID together name the connection; a datagram whose three do not
+      // match one (a forged or stale peer ID included) belongs to none.
+      const std::uint32_t* slot = by_address.find(base::PeerKey(from, dh.header.peer_id));
       if (slot == nullptr) {
         counters.drops.add(Drop::unknown_peer);
         return;
@@ -1205,10 +1227,6 @@ struct HostCore::Impl {
       peer = slots[*slot].get();
       if (peer->state == PeerState::disconnected || peer->state == PeerState::zombie) {
         counters.drops.add(Drop::unknown_peer);
-        return;
-      }
-      if (dh.header.peer_id != peer->incoming_peer_id) {
-        counters.drops.add(Drop::forged_peer_id);
         return;
       }
       if (peer->outgoing_peer_id < kMaxPeerId && dh.header.session != peer->incoming_session) {
@@ -1335,12 +1353,11 @@ struct HostCore::Impl {
   PeerHandle connect(std::uint64_t now_us, const Endpoint& to, std::size_t channel_count,
                      std::uint32_t data) {
     now_ms = now_us / 1000;
-    if (const std::uint32_t* slot = by_address.find(to)) {
-      Peer& old = *slots[*slot];
-      if (old.app_knows) emit_disconnect(old, DisconnectReason::replaced, 0);
-      reset_peer(old);
-    }
-    Peer* pp = allocate_peer(to);
+    // Several connections to one server are fine (ENet allows them); each gets its own ID.
+    if (peer_count >= config.peer_limit) return PeerHandle{};
+    const std::uint16_t peer_id =
+        free_peer_id(to, static_cast<std::uint16_t>(next_client_peer_id++ % kMaxPeerId));
+    Peer* pp = peer_id == kMaxPeerId ? nullptr : allocate_peer(to, peer_id);
     if (pp == nullptr) return PeerHandle{};
     Peer& p = *pp;
     channel_count = std::clamp<std::size_t>(channel_count, kMinChannelCount, kMaxChannelCount);

@@ -1,6 +1,7 @@
 // One server core holds far more connections than ENet's 4095 peer IDs, from IPv4 and IPv6
-// addresses alike, because connections are found by address; the 12-bit peer IDs on the wire
-// repeat and must not get mixed up.
+// addresses alike, because connections are found by address, port and peer ID together; the
+// 12-bit peer IDs on the wire repeat and must not get mixed up. One client socket may also
+// hold many connections to one server, as in ENet.
 #include "host_core.hpp"
 
 #include <gtest/gtest.h>
@@ -146,6 +147,107 @@ TEST(HostScale, PeerLimitRefusesTheNextConnect) {
   for (int r = 0; r < 4; ++r) f.round();
   EXPECT_EQ(f.server.peer_count(), 100u);
   EXPECT_GE(f.server.counters().drops[Drop::peer_limit], kClients - 100);
+}
+
+// Moves every datagram between one client core and one server core until both are quiet.
+void pump(HostCore& client, const Endpoint& client_ep, HostCore& server, const Endpoint& server_ep,
+          std::uint64_t& now, int rounds) {
+  std::vector<OutDatagram> batch(64);
+  for (int r = 0; r < rounds; ++r) {
+    std::size_t n;
+    while ((n = client.flush(now, batch)) > 0) {
+      for (std::size_t k = 0; k < n; ++k) server.on_datagram(now, client_ep, batch[k].view());
+      if (n < batch.size()) break;
+    }
+    while ((n = server.flush(now, batch)) > 0) {
+      for (std::size_t k = 0; k < n; ++k) client.on_datagram(now, server_ep, batch[k].view());
+      if (n < batch.size()) break;
+    }
+    now += 5'000;
+  }
+}
+
+// ENet lets one client socket hold several connections to the same server; they share the
+// source address and port and differ only in peer ID. Messages must stay on their connection
+// both ways.
+TEST(HostScale, SeveralConnectionsFromOneSocket) {
+  constexpr std::uint32_t kConnections = 300;
+  HostCore server(HostConfig{});
+  HostConfig cc;
+  cc.random_seed = 77;
+  HostCore client(cc);
+  const Endpoint client_ep = Endpoint::v4(0x7f000002u, 40000);
+  const Endpoint server_ep = Endpoint::v4(0x7f000001u, 7777);
+  std::uint64_t now = 1'000'000;
+  std::vector<PeerHandle> mine(kConnections);
+  for (std::uint32_t i = 0; i < kConnections; ++i) {
+    mine[i] = client.connect(now, server_ep, 1, i);
+    ASSERT_TRUE(mine[i].valid());
+  }
+  pump(client, client_ep, server, server_ep, now, 4);
+  ASSERT_EQ(server.peer_count(), kConnections);
+  Event ev;
+  std::vector<PeerHandle> theirs(kConnections);
+  while (server.poll_event(ev)) {
+    ASSERT_EQ(ev.type, EventType::connect);
+    ASSERT_LT(ev.data, kConnections);
+    EXPECT_EQ(ev.address, client_ep);
+    theirs[ev.data] = ev.peer;
+  }
+  for (std::uint32_t i = 0; i < kConnections; ++i) {
+    ASSERT_TRUE(theirs[i].valid()) << "connection " << i << " never arrived";
+    ASSERT_EQ(client.peer_state(mine[i]), PeerState::connected);
+    ASSERT_EQ(client.send(mine[i], 0, Delivery::reliable, std::as_bytes(std::span(&i, 1))),
+              SendResult::ok);
+  }
+  while (client.poll_event(ev)) ASSERT_EQ(ev.type, EventType::connect);
+  pump(client, client_ep, server, server_ep, now, 2);
+  std::size_t echoed = 0;
+  while (server.poll_event(ev)) {
+    ASSERT_EQ(ev.type, EventType::receive);
+    std::uint32_t v;
+    std::memcpy(&v, ev.packet.bytes().data(), sizeof v);
+    ASSERT_LT(v, kConnections);
+    EXPECT_EQ(ev.peer, theirs[v]) << "message " << v << " arrived on another connection";
+    ASSERT_EQ(server.send(ev.peer, 0, Delivery::reliable, ev.packet), SendResult::ok);
+    ++echoed;
+  }
+  EXPECT_EQ(echoed, kConnections);
+  pump(client, client_ep, server, server_ep, now, 2);
+  std::size_t returned = 0;
+  while (client.poll_event(ev)) {
+    ASSERT_EQ(ev.type, EventType::receive);
+    std::uint32_t v;
+    std::memcpy(&v, ev.packet.bytes().data(), sizeof v);
+    ASSERT_LT(v, kConnections);
+    EXPECT_EQ(ev.peer, mine[v]) << "echo " << v << " came back on another connection";
+    ++returned;
+  }
+  EXPECT_EQ(returned, kConnections);
+
+  // The client restarts on the same socket: its new first connection reuses peer index 0
+  // with a new connect ID, which tells the server the old connection with that index is over.
+  HostConfig rc;
+  rc.random_seed = 78;
+  HostCore restarted(rc);
+  ASSERT_TRUE(restarted.connect(now, server_ep, 1, 1000).valid());
+  pump(restarted, client_ep, server, server_ep, now, 4);
+  std::size_t replaced = 0;
+  std::size_t connects = 0;
+  while (server.poll_event(ev)) {
+    if (ev.type == EventType::disconnect) {
+      EXPECT_EQ(ev.reason, DisconnectReason::replaced);
+      EXPECT_EQ(ev.peer, theirs[0]);
+      ++replaced;
+    }
+    if (ev.type == EventType::connect) {
+      EXPECT_EQ(ev.data, 1000u);
+      ++connects;
+    }
+  }
+  EXPECT_EQ(replaced, 1u);
+  EXPECT_EQ(connects, 1u);
+  EXPECT_EQ(server.peer_count(), kConnections);
 }
 
 }  // namespace
