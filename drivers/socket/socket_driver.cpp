@@ -275,10 +275,21 @@ std::size_t SocketDriver::send_chunk(std::span<const rt::TxFrame> frames, int& w
   return sent;
 }
 
+namespace {
+// Empties the owner's wake eventfd once it has done its job of ending a wait.
+void drain_if_readable(int fd, const pollfd& p) {
+  if (fd < 0 || (p.revents & POLLIN) == 0) return;
+  std::uint64_t count;
+  (void)!::read(fd, &count, sizeof count);
+}
+}  // namespace
+
 void SocketDriver::wait(std::uint64_t timeout_us) {
-  pollfd p{fd_, POLLIN, 0};
+  pollfd p[2] = {{fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+  const nfds_t n = wake_fd_ >= 0 ? 2 : 1;
   if (timeout_us == UINT64_MAX) {
-    (void)::ppoll(&p, 1, nullptr, nullptr);
+    (void)::ppoll(p, n, nullptr, nullptr);
+    drain_if_readable(wake_fd_, p[1]);
     return;
   }
   // Clamp so a far deadline cannot overflow time_t arithmetic; the caller re-waits anyway.
@@ -286,7 +297,8 @@ void SocketDriver::wait(std::uint64_t timeout_us) {
   timespec ts{};
   ts.tv_sec = static_cast<time_t>(capped / 1000000);
   ts.tv_nsec = static_cast<long>((capped % 1000000) * 1000);
-  (void)::ppoll(&p, 1, &ts, nullptr);
+  (void)::ppoll(p, n, &ts, nullptr);
+  drain_if_readable(wake_fd_, p[1]);
 }
 
 rt::DriverCaps SocketDriver::caps() const {

@@ -44,6 +44,7 @@ class SocketDriver final : public rt::Driver {
   std::size_t rx_burst(std::span<rt::RxFrame> out) override;
   std::size_t tx_burst(std::span<const rt::TxFrame> frames) override;
   void wait(std::uint64_t timeout_us) override;
+  void set_wake_fd(int fd) override { wake_fd_ = fd; }
 
   Endpoint local_endpoint() const override { return local_; }
   rt::DriverCaps caps() const override;
@@ -66,6 +67,7 @@ class SocketDriver final : public rt::Driver {
   std::size_t send_chunk(std::span<const rt::TxFrame> frames, int& wait_budget);
 
   int fd_ = -1;
+  int wake_fd_ = -1;  // not owned
   bool ipv6_ = false;
   bool dual_stack_ = false;
   std::size_t burst_ = 64;

@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -25,6 +26,7 @@ namespace {
 // user_data tags: the CQ is shared by the one receive, every send and the shutdown cancel.
 constexpr std::uint64_t kRecvTag = 1;
 constexpr std::uint64_t kSendTag = 2;
+constexpr std::uint64_t kWakeTag = 4;  // multishot poll on the owner's wake eventfd
 constexpr std::uint64_t kCancelTag = 3;
 
 constexpr std::uint16_t kBufferGroup = 0;
@@ -146,6 +148,8 @@ struct UringDriver::State {
   msghdr recv_hdr{};
   bool armed = false;
   bool ever_armed = false;
+  int wake_fd = -1;  // not owned
+  bool wake_armed = false;
 
   // FIFO of Ready, at most one entry per buffer, so `nbuf` slots never overflow.
   std::unique_ptr<Ready[]> ready;
@@ -358,6 +362,14 @@ void UringDriver::reap_one(std::uint64_t user_data, std::int32_t res, std::uint3
     }
     return;
   }
+  if (user_data == kWakeTag) {
+    // Emptied here so a level-triggered readiness cannot outlive the wake-up it announced.
+    // Re-armed by the next wait() if the kernel ended the multishot poll.
+    if (!(flags & IORING_CQE_F_MORE)) s.wake_armed = false;
+    std::uint64_t count;
+    (void)!::read(s.wake_fd, &count, sizeof count);
+    return;
+  }
   if (user_data != kRecvTag) return;  // the shutdown cancel's own completion
 
   // Without F_MORE the multishot request is over, whatever the reason; it is re-armed once
@@ -522,6 +534,13 @@ void UringDriver::wait(std::uint64_t timeout_us) {
     if (s.in_kernel == 0) return;
     arm_receive();
   }
+  if (s.wake_fd >= 0 && !s.wake_armed) {
+    if (io_uring_sqe* sqe = io_uring_get_sqe(&s.ring)) {
+      io_uring_prep_poll_multishot(sqe, s.wake_fd, POLLIN);
+      io_uring_sqe_set_data64(sqe, kWakeTag);
+      s.wake_armed = true;
+    }
+  }
   io_uring_cqe* cqe = nullptr;
   if (timeout_us == 0) {
     (void)io_uring_submit_and_get_events(&s.ring);
@@ -537,6 +556,11 @@ void UringDriver::wait(std::uint64_t timeout_us) {
   ts.tv_sec = static_cast<long long>(capped / 1000000);
   ts.tv_nsec = static_cast<long long>((capped % 1000000) * 1000);
   (void)io_uring_submit_and_wait_timeout(&s.ring, &cqe, 1, &ts, nullptr);
+}
+
+void UringDriver::set_wake_fd(int fd) {
+  s_->wake_fd = fd;
+  s_->wake_armed = false;
 }
 
 rt::DriverCaps UringDriver::caps() const {

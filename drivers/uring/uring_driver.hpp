@@ -55,6 +55,7 @@ class UringDriver final : public rt::Driver {
   std::size_t rx_burst(std::span<rt::RxFrame> out) override;
   std::size_t tx_burst(std::span<const rt::TxFrame> frames) override;
   void wait(std::uint64_t timeout_us) override;
+  void set_wake_fd(int fd) override;
 
   Endpoint local_endpoint() const override { return local_; }
   rt::DriverCaps caps() const override;

@@ -52,8 +52,13 @@ class Driver {
   // counted in tx_dropped: UDP offers no back-pressure contract worth blocking for).
   virtual std::size_t tx_burst(std::span<const TxFrame> frames) = 0;
   // Sleep until a frame may be ready or `timeout_us` passed (0 = just check). Returns early on
-  // traffic. Drivers whose time is virtual (sim) return immediately.
+  // traffic, and when the wake fd (below) becomes readable. Drivers whose time is virtual (sim)
+  // return immediately.
   virtual void wait(std::uint64_t timeout_us) = 0;
+  // An fd (an eventfd) that other threads make readable to end a wait() early: how a sleeping
+  // shard hears about post()ed work and cross-shard messages. The caller owns the fd; the
+  // driver reads it empty whenever it finds it readable. -1 watches nothing.
+  virtual void set_wake_fd(int fd) = 0;
 
   virtual Endpoint local_endpoint() const = 0;
   virtual DriverCaps caps() const = 0;

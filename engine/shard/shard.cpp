@@ -10,6 +10,8 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <condition_variable>
@@ -78,22 +80,46 @@ struct Shard::LiveCounters {
   std::atomic<std::uint64_t> drops{0};
   std::atomic<std::uint64_t> peer_timer_runs{0};
   std::atomic<std::uint64_t> tx_dropped{0};
+  std::atomic<std::uint64_t> cross_sent{0};
+  std::atomic<std::uint64_t> cross_received{0};
+  std::atomic<std::uint64_t> cross_dropped{0};
 };
 
 // ---- Shard ---------------------------------------------------------------------------------
 
-Shard::Shard(std::size_t index, const ShardGroupOptions& options, const ShardEventHandler& handler)
+Shard::Shard(std::size_t index, const ShardGroupOptions& options, const ShardEventHandler& handler,
+             const ShardMessageHandler& message_handler,
+             const std::vector<std::unique_ptr<Shard>>& group_shards)
     : index_(index),
       options_(options),
       handler_(handler),
+      message_handler_(message_handler),
+      group_shards_(&group_shards),
       core_(shard_config(options, index)),
       rx_(kBatch),
       out_(kBatch),
       tx_(kBatch),
+      cross_batch_(kBatch),
+      touched_(options.shards),
       peers_by_slot_(options.host.peer_limit),
-      live_(std::make_unique<LiveCounters>()) {}
+      live_(std::make_unique<LiveCounters>()) {
+  inbound_.reserve(options.shards);
+  for (std::size_t i = 0; i < options.shards; ++i)
+    inbound_.push_back(std::make_unique<CrossRing>());
+  touched_list_.reserve(options.shards);
+  // Without an eventfd (fd exhaustion) the shard still works: it just sleeps until traffic,
+  // a timer or max_wait instead of being woken early.
+  wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+}
 
-Shard::~Shard() = default;
+Shard::~Shard() {
+  // Messages nobody consumed still hold packet references.
+  for (auto& ring : inbound_) {
+    CrossMessage m;
+    while (ring->try_pop(m)) Packet::from_raw(m.packet).reset();
+  }
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
 
 std::uint64_t Shard::now_us() const { return now_; }
 
@@ -141,6 +167,7 @@ void Shard::run(const Endpoint& bind,
 
 template <class D>
 void Shard::run_with(D& driver) {
+  driver.set_wake_fd(wake_fd_);
   for (;;) {
     poll_once(driver);
     if (!stopping_) {
@@ -162,14 +189,16 @@ void Shard::run_with(D& driver) {
 template <class D>
 void Shard::poll_once(D& driver) {
   now_ = steady_now_us();
-  const bool received = receive(driver) != 0;  // 1, 4-5: rx_burst → on_datagram
-  deliver_events();                            // 6: application callback, run to completion
-  drain_posted();                              // 7: work from other threads
-  now_ = steady_now_us();                      // the callbacks may have taken a while
-  transmit(driver);                            // 8-10: timers, datagrams, tx_burst
+  bool busy = receive(driver) != 0;  // 1, 4-5: rx_burst → on_datagram
+  deliver_events();                  // 6: application callback, run to completion
+  drain_posted();                    // 7: work from other threads
+  busy = drain_cross() || busy;      //    and from other shards
+  now_ = steady_now_us();            // the callbacks may have taken a while
+  transmit(driver);                  // 8-10: timers, datagrams, tx_burst
+  wake_touched();                    // shards we sent to this iteration
   ++iterations_;
   publish_counters(driver);
-  idle(driver, received);  // 11: busy-poll or sleep to the next deadline
+  idle(driver, busy);  // 11: busy-poll or sleep to the next deadline
 }
 
 template <class D>
@@ -226,6 +255,66 @@ void Shard::drain_posted() {
   draining_.clear();
 }
 
+bool Shard::send_to_shard(std::size_t target, ShardMessage message) {
+  if (target >= group_shards_->size()) {
+    ++cross_dropped_;
+    return false;
+  }
+  Shard& to = *(*group_shards_)[target];
+  const CrossMessage m{message.tag,     message.peer,     message.data,
+                       message.channel, message.delivery, std::move(message.packet).into_raw()};
+  if (!to.inbound_[index_]->try_push(m)) {
+    Packet::from_raw(m.packet).reset();
+    ++cross_dropped_;
+    return false;
+  }
+  ++cross_sent_;
+  if (touched_[target] == 0) {
+    touched_[target] = 1;
+    touched_list_.push_back(static_cast<std::uint32_t>(target));
+  }
+  return true;
+}
+
+bool Shard::drain_cross() {
+  bool more = false;
+  for (auto& ring : inbound_) {
+    // One batch per ring per iteration: a chatty neighbour cannot starve the network side.
+    // A full batch may have left more behind, so the shard must not sleep on it.
+    const std::size_t n = ring->pop_batch(std::span<CrossMessage>(cross_batch_));
+    more = more || n == cross_batch_.size();
+    for (std::size_t i = 0; i < n; ++i) {
+      const CrossMessage& c = cross_batch_[i];
+      ShardMessage m{c.tag, c.peer, c.data, c.channel, c.delivery, Packet::from_raw(c.packet)};
+      ++cross_received_;
+      if (message_handler_) {
+        message_handler_(*this, m);
+      } else if (m.peer.valid()) {
+        core_.send(m.peer, m.channel, m.delivery, std::move(m.packet));
+      }
+    }
+  }
+  return more;
+}
+
+void Shard::wake_touched() {
+  if (touched_list_.empty()) return;
+  for (const std::uint32_t t : touched_list_) {
+    touched_[t] = 0;
+    if (t != index_) (*group_shards_)[t]->announce_work();
+  }
+  touched_list_.clear();
+}
+
+void Shard::wake() {
+  if (wake_fd_ < 0 || !sleeping_.load(std::memory_order_seq_cst)) return;
+  if (wake_sent_.exchange(true, std::memory_order_acq_rel)) return;
+  const std::uint64_t one = 1;
+  // EAGAIN means the counter is already non-zero: the shard is being woken anyway.
+  (void)!::write(wake_fd_, &one, sizeof one);
+  wakeups_sent_.fetch_add(1, std::memory_order_relaxed);
+}
+
 template <class D>
 void Shard::transmit(D& driver) {
   const std::size_t chunk_max = std::clamp<std::size_t>(driver.caps().max_burst, 1, kBatch);
@@ -245,10 +334,10 @@ void Shard::transmit(D& driver) {
 }
 
 template <class D>
-void Shard::idle(D& driver, bool received) {
+void Shard::idle(D& driver, bool busy) {
   if (options_.idle == IdlePolicy::busy_poll) return;
-  // More traffic is likely right behind a non-empty burst: go round again without sleeping.
-  if (received) return;
+  // More work is likely right behind a non-empty burst or a full ring batch: go round again.
+  if (busy) return;
   if (posted_pending_.load(std::memory_order_relaxed)) return;
   if (stop_requested_.load(std::memory_order_relaxed) && !stopping_) return;
   const std::uint64_t now = steady_now_us();
@@ -257,8 +346,22 @@ void Shard::idle(D& driver, bool received) {
   const auto cap = static_cast<std::uint64_t>(std::max<std::int64_t>(options_.max_wait.count(), 0));
   const std::uint64_t wait = deadline == kNever ? cap : std::min(deadline - now, cap);
   if (wait == 0) return;
-  ++idle_waits_;
-  driver.wait(wait);
+  // Announce the sleep, then check whether anything was handed to us since we last looked
+  // (see announce_work). Both are seq_cst: either this load sees a producer's increment, or
+  // that producer's later load of `sleeping_` sees our store and it wakes us.
+  sleeping_.store(true, std::memory_order_seq_cst);
+  const std::uint64_t announced = work_announced_.load(std::memory_order_seq_cst);
+  const bool work_waiting = announced != work_seen_;
+  work_seen_ = announced;
+  if (!work_waiting) {
+    // Published before the sleep, so an observer can tell the shard is (about to be) asleep.
+    live_->idle_waits.store(++idle_waits_, std::memory_order_relaxed);
+    driver.wait(wait);
+  }
+  sleeping_.store(false, std::memory_order_relaxed);
+  // The driver has emptied the eventfd if it woke on it. A producer that raced with this
+  // store leaves it readable, which costs one early return from the next wait, no more.
+  wake_sent_.store(false, std::memory_order_release);
 }
 
 template <class D>
@@ -281,6 +384,9 @@ void Shard::publish_counters(const D& driver) {
   l.drops.store(c.drops.total(), r);
   l.peer_timer_runs.store(c.peer_timer_runs, r);
   l.tx_dropped.store(driver.stats().tx_dropped, r);
+  l.cross_sent.store(cross_sent_, r);
+  l.cross_received.store(cross_received_, r);
+  l.cross_dropped.store(cross_dropped_, r);
 }
 
 void Shard::begin_graceful_stop() {
@@ -301,6 +407,12 @@ void Shard::post(ShardTask task) {
     posted_.push_back(std::move(task));
     posted_pending_.store(true, std::memory_order_release);
   }
+  announce_work();
+}
+
+void Shard::announce_work() {
+  work_announced_.fetch_add(1, std::memory_order_seq_cst);
+  wake();
 }
 
 ShardCounters Shard::counters() const {
@@ -322,6 +434,10 @@ ShardCounters Shard::counters() const {
   s.drops = l.drops.load(r);
   s.peer_timer_runs = l.peer_timer_runs.load(r);
   s.tx_dropped = l.tx_dropped.load(r);
+  s.cross_sent = l.cross_sent.load(r);
+  s.cross_received = l.cross_received.load(r);
+  s.cross_dropped = l.cross_dropped.load(r);
+  s.wakeups_sent = wakeups_sent_.load(r);
   return s;
 }
 
@@ -337,6 +453,10 @@ void ShardGroup::set_event_handler(ShardEventHandler handler) {
   if (!running_) handler_ = std::move(handler);
 }
 
+void ShardGroup::set_message_handler(ShardMessageHandler handler) {
+  if (!running_) message_handler_ = std::move(handler);
+}
+
 bool ShardGroup::start(std::string& error) {
   if (running_ || !threads_.empty()) {
     error = "shard group already started";
@@ -344,7 +464,8 @@ bool ShardGroup::start(std::string& error) {
   }
   shards_.clear();
   for (std::size_t i = 0; i < options_.shards; ++i) {
-    shards_.push_back(std::unique_ptr<Shard>(new Shard(i, options_, handler_)));
+    shards_.push_back(
+        std::unique_ptr<Shard>(new Shard(i, options_, handler_, message_handler_, shards_)));
   }
 
   // Each shard opens its driver on its own thread and reports back here. Shard 0 goes first
@@ -408,6 +529,7 @@ bool ShardGroup::stop(std::chrono::milliseconds graceful) {
     s->graceful_us_.store(us, std::memory_order_relaxed);
     s->stop_requested_.store(true, std::memory_order_release);
   }
+  for (auto& s : shards_) s->announce_work();
   join();
   all_gone_ = true;
   for (auto& s : shards_) all_gone_ = all_gone_ && s->counters().peers == 0;
@@ -443,6 +565,10 @@ ShardCounters ShardGroup::total() const {
     t.drops += c.drops;
     t.peer_timer_runs += c.peer_timer_runs;
     t.tx_dropped += c.tx_dropped;
+    t.cross_sent += c.cross_sent;
+    t.cross_received += c.cross_received;
+    t.cross_dropped += c.cross_dropped;
+    t.wakeups_sent += c.wakeups_sent;
   }
   return t;
 }

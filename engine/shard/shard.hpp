@@ -12,10 +12,16 @@
 //   if (!group.start(error)) ...;
 //   group.post(1, [](rt::Shard& s) { ... runs on shard 1's thread ... });
 //   group.stop(std::chrono::seconds(2));  // graceful disconnects, then the threads exit
+//
+// Shards talk to each other through bounded SPSC rings (one per ordered pair of shards) that
+// carry ShardMessages: a descriptor plus a reference-counted Packet, so a payload sent to many
+// peers on many shards is stored once. A sleeping shard is woken through an eventfd that its
+// driver's wait() watches; a shard that is busy never takes a system call for it.
 #pragma once
 
 #include "driver.hpp"
 #include "host_core.hpp"
+#include "spsc_ring.hpp"
 
 #include <tern/endpoint.hpp>
 #include <tern/types.hpp>
@@ -54,8 +60,9 @@ struct ShardGroupOptions {
   // group sets this false: each shard then binds `bind` on its own (port 0: its own ephemeral
   // port), so the replies to a peer's datagrams come back to the shard that owns the peer.
   bool share_port = true;
-  // Longest single sleep: bounds how late a waiting shard notices post() and stop().
-  std::chrono::microseconds max_wait{1000};
+  // Longest single sleep. post(), cross-shard messages and stop() wake a sleeping shard at
+  // once; this only bounds how long a shard with no timers goes without looking around.
+  std::chrono::microseconds max_wait{1'000'000};
   int socket_receive_buffer = 4 << 20;
   int socket_send_buffer = 4 << 20;
 };
@@ -73,15 +80,32 @@ struct ShardCounters {
   std::uint64_t peers = 0;  // connections the core holds, handshakes included
   std::uint64_t iterations = 0;
   std::uint64_t idle_waits = 0;
-  std::uint64_t posted_run = 0;  // post()ed functions executed
-  std::uint64_t drops = 0;       // the core's drop total, every reason
+  std::uint64_t posted_run = 0;       // post()ed functions executed
+  std::uint64_t drops = 0;            // the core's drop total, every reason
   std::uint64_t peer_timer_runs = 0;  // peers whose timer fired: the work idle peers cost
-  std::uint64_t tx_dropped = 0;  // refused by the driver
+  std::uint64_t tx_dropped = 0;       // refused by the driver
+  std::uint64_t cross_sent = 0;       // messages this shard put on other shards' rings
+  std::uint64_t cross_received = 0;   // messages taken off this shard's inbound rings
+  std::uint64_t cross_dropped = 0;    // refused because the target's ring was full
+  std::uint64_t wakeups_sent = 0;     // eventfd writes to wake a sleeping shard
+};
+
+// One message between shards. What tag, peer, data and channel mean is the application's
+// business; without a message handler a shard sends `packet` to `peer` (a peer of the
+// receiving shard) on `channel` with `delivery`.
+struct ShardMessage {
+  std::uint64_t tag = 0;
+  PeerHandle peer;
+  std::uint32_t data = 0;
+  std::uint8_t channel = 0;
+  Delivery delivery = Delivery::reliable;
+  Packet packet;
 };
 
 class Shard;
 using ShardEventHandler = std::function<void(Shard&, Event&)>;
 using ShardTask = std::function<void(Shard&)>;
+using ShardMessageHandler = std::function<void(Shard&, ShardMessage&)>;
 
 class Shard {
  public:
@@ -93,12 +117,32 @@ class Shard {
   proto::HostCore& core() { return core_; }
   std::uint64_t now_us() const;
   std::size_t index() const { return index_; }
+  std::size_t shard_count() const { return group_shards_->size(); }
+  // Queues a message for shard `target` (this shard included), delivered in order per sending
+  // shard at the target's next iteration. False, with the message dropped and counted, when
+  // the target's ring from this shard is full or `target` is out of range: the caller may
+  // keep the packet (pass a copy) and retry on a later iteration.
+  bool send_to_shard(std::size_t target, ShardMessage message);
 
  private:
   friend class ShardGroup;
   struct LiveCounters;
 
-  Shard(std::size_t index, const ShardGroupOptions& options, const ShardEventHandler& handler);
+  // Descriptor form of ShardMessage: the packet travels as a bare reference.
+  struct CrossMessage {
+    std::uint64_t tag;
+    PeerHandle peer;
+    std::uint32_t data;
+    std::uint8_t channel;
+    Delivery delivery;
+    detail::PacketBuffer* packet;
+  };
+  static constexpr std::size_t kCrossRingCapacity = 1024;
+  using CrossRing = SpscRing<CrossMessage, kCrossRingCapacity>;
+
+  Shard(std::size_t index, const ShardGroupOptions& options, const ShardEventHandler& handler,
+        const ShardMessageHandler& message_handler,
+        const std::vector<std::unique_ptr<Shard>>& group_shards);
 
   // Thread body: opens the driver on this thread (io_uring requires it), reports the bound
   // endpoint through `ready`, then polls until stopped.
@@ -113,10 +157,12 @@ class Shard {
   std::size_t receive(D& driver);
   void deliver_events();
   void drain_posted();
+  bool drain_cross();  // true when a ring may hold more than this iteration took
+  void wake_touched();
   template <class D>
   void transmit(D& driver);
   template <class D>
-  void idle(D& driver, bool received);
+  void idle(D& driver, bool busy);
   template <class D>
   void publish_counters(const D& driver);
 
@@ -125,11 +171,16 @@ class Shard {
 
   // Any thread.
   void post(ShardTask task);
+  // After queueing work for this shard: counts it and wakes the shard if it sleeps.
+  void announce_work();
+  void wake();  // makes a sleeping shard's wait() return
   ShardCounters counters() const;
 
   const std::size_t index_;
   const ShardGroupOptions& options_;
   const ShardEventHandler& handler_;
+  const ShardMessageHandler& message_handler_;
+  const std::vector<std::unique_ptr<Shard>>* group_shards_;
   proto::HostCore core_;
   // I/O batches, sized once: the poll path never allocates for them.
   std::vector<RxFrame> rx_;
@@ -139,6 +190,29 @@ class Shard {
   std::uint64_t iterations_ = 0;
   std::uint64_t idle_waits_ = 0;
   std::uint64_t posted_run_ = 0;
+  std::uint64_t cross_sent_ = 0;
+  std::uint64_t cross_received_ = 0;
+  std::uint64_t cross_dropped_ = 0;
+
+  // inbound_[i]: messages from shard i (this shard is its only consumer, i its only producer).
+  std::vector<std::unique_ptr<CrossRing>> inbound_;
+  std::vector<CrossMessage> cross_batch_;  // pop buffer, sized once
+  // Shards this one sent to during the current iteration; each is woken (if asleep) once, at
+  // the end of the iteration, rather than once per message.
+  std::vector<std::uint8_t> touched_;
+  std::vector<std::uint32_t> touched_list_;
+
+  // Wake-up: a producer queues work, increments `work_announced_`, then looks at
+  // `sleeping_`; the shard raises `sleeping_`, then compares `work_announced_` with what it
+  // saw last. All four accesses are seq_cst (no fences, which ThreadSanitizer cannot check),
+  // so either the shard sees the work and does not sleep, or the producer sees it asleep and
+  // writes the eventfd, at most once per sleep (`wake_sent_`).
+  std::atomic<std::uint64_t> work_announced_{0};
+  std::uint64_t work_seen_ = 0;  // shard thread only
+  int wake_fd_ = -1;
+  std::atomic<bool> sleeping_{false};
+  std::atomic<bool> wake_sent_{false};
+  std::atomic<std::uint64_t> wakeups_sent_{0};
 
   // Connected peers by slot, so a graceful stop can disconnect each one; sized to the peer
   // limit up front so tracking never allocates on the poll path.
@@ -172,6 +246,8 @@ class ShardGroup {
 
   // Before start(). Runs on the shard threads; without one, events are discarded.
   void set_event_handler(ShardEventHandler handler);
+  // Before start(). Runs on the receiving shard's thread for every ShardMessage.
+  void set_message_handler(ShardMessageHandler handler);
   // Opens every shard's driver on the shard's own thread and starts polling. Returns false
   // with a one-line reason (and no thread left running) if any driver fails to open.
   // A group starts once.
@@ -201,6 +277,7 @@ class ShardGroup {
  private:
   ShardGroupOptions options_;
   ShardEventHandler handler_;
+  ShardMessageHandler message_handler_;
   std::vector<std::unique_ptr<Shard>> shards_;
   std::vector<std::thread> threads_;
   Endpoint local_;

@@ -156,8 +156,14 @@ class Packet {
     return buf_ != nullptr ? buf_->refs.load(std::memory_order_relaxed) : 0;
   }
 
-  // Bytes held by live packets on this thread (what the memory caps are checked against).
+  // Bytes held by live packets allocated and released on this thread (a buffer released on
+  // another thread is counted there: meaningful for single-threaded checks only).
   static std::size_t thread_live_bytes() { return detail::free_lists().live_bytes; }
+
+  // For rings that carry trivially copyable descriptors between threads: into_raw() gives up
+  // this packet's reference as a bare pointer, from_raw() takes it back exactly once.
+  detail::PacketBuffer* into_raw() && { return std::exchange(buf_, nullptr); }
+  static Packet from_raw(detail::PacketBuffer* raw) { return Packet(raw); }
 
  private:
   explicit Packet(detail::PacketBuffer* buf) : buf_(buf) {}
