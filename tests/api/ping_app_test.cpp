@@ -229,6 +229,41 @@ TEST_F(TernPing, EveryDeliveryOverLoopback) {
   stop_server();
 }
 
+// The load-generator mode against a 2-shard server: 200 connections from two client shards,
+// 4 reliable messages in flight on each. On loopback nothing may be lost, so every message
+// sent in the measured second comes back.
+TEST_F(TernPing, FloodAgainstTwoShardsAccountsForEveryMessage) {
+  for (const char* driver : {"socket", "uring"}) {
+    SCOPED_TRACE(driver);
+    const std::string at = start_server({"--shards", "2", "--driver", driver, "--pin", "off"});
+    const Outcome r = run_ping({"--connect", at, "--flood", "--peers", "200", "--window", "4",
+                                "--warmup", "0.3", "--duration", "1", "--reliable", "--shards", "2",
+                                "--driver", driver, "--size", "32"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    unsigned long peers = 0, connected = 0, sent = 0, received = 0, lost = 0;
+    const auto at_flood = r.out.find("flood ");
+    ASSERT_NE(at_flood, std::string::npos) << r.out;
+    ASSERT_EQ(
+        std::sscanf(r.out.c_str() + at_flood, "flood peers=%lu connected=%lu", &peers, &connected),
+        2)
+        << r.out;
+    const auto field = [&](const char* key, unsigned long& v) {
+      const auto k = r.out.find(key, at_flood);
+      ASSERT_NE(k, std::string::npos) << key << " in " << r.out;
+      v = std::strtoul(r.out.c_str() + k + std::strlen(key), nullptr, 10);
+    };
+    field(" sent=", sent);
+    field(" received=", received);
+    field(" lost=", lost);
+    EXPECT_EQ(peers, 200u);
+    EXPECT_EQ(connected, 200u);
+    EXPECT_GT(sent, 200u * 4) << "fewer than one window per connection in a second";
+    EXPECT_EQ(received, sent);
+    EXPECT_EQ(lost, 0u);
+    stop_server();
+  }
+}
+
 TEST_F(TernPing, ChecksumsBigPayloadsAndHighChannel) {
   const std::string at = start_server({"--checksum", "--channels", "16", "--peers", "8"});
   const Outcome r = run_ping({"--connect", at, "--count", "200", "--warmup", "5", "--size", "5000",

@@ -1,0 +1,298 @@
+#include "options.hpp"
+
+#include "common/cli.hpp"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <span>
+#include <string_view>
+#include <thread>
+
+namespace tern::ping {
+
+const char* const kUsage =
+    "usage: tern-ping --serve HOST:PORT [--peers N] [--channels N] [RUNTIME] [--checksum]\n"
+    "       tern-ping --connect HOST:PORT [--count N] [--size B] [DELIVERY] [--channel C]\n"
+    "                 [--warmup N] [--timeout-ms T] [RUNTIME] [--checksum]\n"
+    "       tern-ping --connect HOST:PORT --flood [--peers P] [--window W | --rate HZ]\n"
+    "                 [--duration S] [--warmup S] [--size B] [DELIVERY] [--channel C]\n"
+    "                 [--timeout-ms T] [--json FILE] [RUNTIME] [--checksum]\n"
+    "       tern-ping --help\n"
+    "\n"
+    "Round-trip latency over ENet-compatible connections, on tern's shard runtime.\n"
+    "\n"
+    "server (--serve): echoes every message to its sender on the same channel with the same\n"
+    "delivery, until SIGINT/SIGTERM; then disconnects all peers gracefully (2 s at most) and\n"
+    "prints a summary line. Prints 'serving HOST:PORT' once listening (port 0: the real port).\n"
+    "  --peers N        simultaneous connections accepted per shard (default 4096)\n"
+    "  --channels N     channels accepted per connection, 1..255 (default 255)\n"
+    "  --shards N       threads sharing the port, SO_REUSEPORT (default 1)\n"
+    "\n"
+    "ping-pong client (--connect): one connection, one ping outstanding; prints one line\n"
+    "  rtt_us p50=X p90=X p99=X p99.9=X max=X count=N lost=N delivery=NAME size=B\n"
+    "  --count N        measured pings (default 10000)\n"
+    "  --size B         payload bytes, at least 8 (default 64)\n"
+    "  --warmup N       unmeasured pings first (default 100)\n"
+    "  --timeout-ms T   give up connecting after T ms (default 5000)\n"
+    "\n"
+    "flood client (--connect --flood): P connections spread over the client shards, all\n"
+    "connecting at once; prints 'connected N/P in X ms', then after the run one line\n"
+    "  flood peers=P connected=P connect_ms=X window=W rate=R delivery=NAME size=B\n"
+    "  duration_s=D sent=N received=N lost=N msgs_per_s=X rtt_us p50=X p90=X p99=X p99.9=X max=X\n"
+    "(one line on stdout; window=0 in --rate mode, rate=0 in window mode)\n"
+    "  --peers P        connections (default 1000)\n"
+    "  --window W       messages in flight per connection; each echo sends the next (default 1)\n"
+    "  --rate HZ        instead: each connection sends HZ messages/s, paced and spread evenly\n"
+    "                   over the connections; 0 connects and stays idle\n"
+    "  --warmup S       unmeasured seconds first (default 1; decimals allowed)\n"
+    "  --duration S     measured seconds (default 5; decimals allowed)\n"
+    "  --size B         payload bytes, at least 16 (default 64)\n"
+    "  --shards N       client threads, each with its own socket (default 1)\n"
+    "  --timeout-ms T   give up when not every connection is up after T ms (default 5000)\n"
+    "  --json FILE      also write the result as a JSON object to FILE\n"
+    "Counted by send time: sent = messages sent in the measured period, received = their\n"
+    "echoes, lost = sent - received; msgs_per_s = received / duration.\n"
+    "\n"
+    "DELIVERY (clients):\n"
+    "  --reliable       reliable delivery (default)\n"
+    "  --unreliable     sequenced unreliable delivery; a message unanswered after 200 ms is\n"
+    "                   lost and replaced (a later echo of it does not count)\n"
+    "  --unsequenced    unsequenced delivery; losses handled as for --unreliable\n"
+    "  --channel C      channel 0..254 (default 0)\n"
+    "\n"
+    "RUNTIME (all modes):\n"
+    "  --driver D       socket (recvmmsg/sendmmsg, default) or uring (io_uring when available)\n"
+    "  --idle I         wait (sleep until traffic or the next timer, default) or busy (spin)\n"
+    "  --pin on|off     pin shard i to CPU i (default: on for --serve unless the process is\n"
+    "                   restricted to some CPUs, e.g. by taskset; off for clients)\n"
+    "  --checksum       ENet CRC32 on every datagram (both sides must agree)\n"
+    "\n"
+    "HOST:PORT is 1.2.3.4:P, [::1]:P, localhost:P or *:P (server: any address, dual stack).\n"
+    "exit status: 0 success, 1 cannot connect / server lost / I/O error, 2 bad command line\n";
+
+namespace {
+
+using tern::app::CommandLine;
+
+constexpr tern::app::FlagSpec kFlags[] = {
+    {"help", false},   {"serve", true},     {"connect", true},     {"flood", false},
+    {"peers", true},   {"channels", true},  {"checksum", false},   {"count", true},
+    {"size", true},    {"reliable", false}, {"unreliable", false}, {"unsequenced", false},
+    {"channel", true}, {"warmup", true},    {"timeout-ms", true},  {"driver", true},
+    {"idle", true},    {"shards", true},    {"pin", true},         {"window", true},
+    {"rate", true},    {"duration", true},  {"json", true},
+};
+
+// Flags each mode accepts besides its own mode flag; anything else is an error for that mode.
+constexpr std::string_view kRuntimeFlags[] = {"checksum", "driver", "idle", "shards", "pin"};
+constexpr std::string_view kServeFlags[] = {"peers", "channels"};
+constexpr std::string_view kPingFlags[] = {"count",       "size",    "reliable", "unreliable",
+                                           "unsequenced", "channel", "warmup",   "timeout-ms"};
+constexpr std::string_view kFloodFlags[] = {
+    "flood",    "peers",      "window",      "rate",    "duration",   "warmup", "size",
+    "reliable", "unreliable", "unsequenced", "channel", "timeout-ms", "json"};
+
+bool listed(std::span<const std::string_view> list, std::string_view name) {
+  return std::find(list.begin(), list.end(), name) != list.end();
+}
+
+// Reads "--name" as an unsigned integer into `out`; false with a reason when malformed.
+template <class T>
+bool read_uint(const CommandLine& cl, std::string_view name, std::uint64_t min, std::uint64_t max,
+               T& out, std::string& error) {
+  const auto text = cl.value(name);
+  if (!text) return true;
+  const auto v = tern::app::parse_uint(*text, min, max);
+  if (!v) {
+    error = "--" + std::string(name) + " wants an integer in " + std::to_string(min) + ".." +
+            std::to_string(max) + ", got '" + std::string(*text) + "'";
+    return false;
+  }
+  out = static_cast<T>(*v);
+  return true;
+}
+
+// "--name S" as seconds with at most three decimals ("2", "0.5", "1.250") into milliseconds.
+bool read_seconds(const CommandLine& cl, std::string_view name, std::uint64_t min_ms,
+                  std::uint64_t max_ms, std::uint64_t& out_ms, std::string& error) {
+  const auto text = cl.value(name);
+  if (!text) return true;
+  const std::string_view t = *text;
+  const auto dot = t.find('.');
+  const std::string_view whole = t.substr(0, dot);
+  const std::string_view frac =
+      dot == std::string_view::npos ? std::string_view{} : t.substr(dot + 1);
+  const auto w = tern::app::parse_uint(whole, 0, max_ms / 1000);
+  bool ok = w.has_value() && (dot == std::string_view::npos || (!frac.empty() && frac.size() <= 3));
+  std::uint64_t ms = ok ? *w * 1000 : 0;
+  if (ok && !frac.empty()) {
+    const auto f = tern::app::parse_uint(frac, 0, 999);
+    ok = f.has_value();
+    std::uint64_t f_ms = ok ? *f : 0;
+    for (std::size_t i = frac.size(); i < 3; ++i) f_ms *= 10;
+    ms += f_ms;
+  }
+  if (!ok || ms < min_ms || ms > max_ms) {
+    error = "--" + std::string(name) + " wants seconds (up to 3 decimals) in " +
+            std::to_string(min_ms / 1000.0).substr(0, 5) + ".." + std::to_string(max_ms / 1000) +
+            ", got '" + std::string(t) + "'";
+    return false;
+  }
+  out_ms = ms;
+  return true;
+}
+
+// Pinning by default only where it cannot fight an outer affinity choice (taskset, cgroups):
+// ShardGroup pins shard i to CPU i whatever CPUs the process was given.
+bool affinity_unrestricted() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return false;
+  return static_cast<unsigned>(CPU_COUNT(&set)) >=
+         std::max(1u, std::thread::hardware_concurrency());
+}
+
+bool parse_runtime(const CommandLine& cl, bool serve, RuntimeConfig& r, std::string& error) {
+  r.checksum = cl.has("checksum");
+  if (const auto d = cl.value("driver")) {
+    if (*d == "socket") {
+      r.driver = rt::DriverKind::socket;
+    } else if (*d == "uring") {
+      r.driver = rt::DriverKind::uring;
+    } else {
+      error = "--driver wants socket or uring, got '" + std::string(*d) + "'";
+      return false;
+    }
+  }
+  if (const auto i = cl.value("idle")) {
+    if (*i == "wait") {
+      r.idle = rt::IdlePolicy::wait_deadline;
+    } else if (*i == "busy") {
+      r.idle = rt::IdlePolicy::busy_poll;
+    } else {
+      error = "--idle wants wait or busy, got '" + std::string(*i) + "'";
+      return false;
+    }
+  }
+  r.pin = serve && affinity_unrestricted();
+  if (const auto p = cl.value("pin")) {
+    if (*p == "on") {
+      r.pin = true;
+    } else if (*p == "off") {
+      r.pin = false;
+    } else {
+      error = "--pin wants on or off, got '" + std::string(*p) + "'";
+      return false;
+    }
+  }
+  return read_uint(cl, "shards", 1, 1024, r.shards, error);
+}
+
+bool parse_delivery(const CommandLine& cl, tern::Delivery& delivery, std::string& error) {
+  const int n = (cl.has("reliable") ? 1 : 0) + (cl.has("unreliable") ? 1 : 0) +
+                (cl.has("unsequenced") ? 1 : 0);
+  if (n > 1) {
+    error = "choose one of --reliable, --unreliable, --unsequenced";
+    return false;
+  }
+  if (cl.has("unreliable")) delivery = tern::Delivery::unreliable;
+  if (cl.has("unsequenced")) delivery = tern::Delivery::unsequenced;
+  return true;
+}
+
+}  // namespace
+
+bool parse_config(int argc, const char* const* argv, Config& config, std::string& error) {
+  CommandLine cl;
+  if (!cl.parse(argc, argv, kFlags, error)) return false;
+  if (cl.has("help")) {
+    config.mode = Mode::help;
+    return true;
+  }
+  const bool serve = cl.has("serve");
+  const bool connect = cl.has("connect");
+  if (serve == connect) {
+    error = serve ? "--serve and --connect exclude each other" : "need --serve or --connect";
+    return false;
+  }
+  const bool flood = connect && cl.has("flood");
+  config.mode = serve ? Mode::serve : flood ? Mode::flood : Mode::ping;
+  const char* const mode_name = serve ? "--serve" : flood ? "--connect --flood" : "--connect";
+  using Names = std::span<const std::string_view>;
+  const Names own = serve ? Names(kServeFlags) : flood ? Names(kFloodFlags) : Names(kPingFlags);
+  for (std::string_view f : cl.names()) {
+    if (f == "serve" || f == "connect" || listed(kRuntimeFlags, f) || listed(own, f)) continue;
+    error = "--" + std::string(f) + " does not apply to " + mode_name;
+    if (f == "flood") error = "--flood needs --connect";
+    if (!serve && listed(kFloodFlags, f)) error += " (it needs --flood)";
+    return false;
+  }
+  const std::string_view address_text = *cl.value(serve ? "serve" : "connect");
+  const auto address = tern::Endpoint::parse(address_text);
+  if (!address) {
+    error = "cannot parse address '" + std::string(address_text) + "' (want HOST:PORT)";
+    return false;
+  }
+  if (connect && (address->port == 0 || address->is_unspecified())) {
+    error = "--connect needs a concrete address and port, got '" + std::string(address_text) + "'";
+    return false;
+  }
+
+  if (serve) {
+    ServeConfig& s = config.serve;
+    s.bind = *address;
+    return parse_runtime(cl, true, s.runtime, error) &&
+           read_uint(cl, "peers", 1, std::uint64_t{1} << 24, s.peers, error) &&
+           read_uint(cl, "channels", 1, 255, s.channels, error);
+  }
+
+  if (!flood) {
+    PingConfig& c = config.ping;
+    c.server = *address;
+    if (!parse_runtime(cl, false, c.runtime, error) || !parse_delivery(cl, c.delivery, error)) {
+      return false;
+    }
+    if (c.runtime.shards != 1) {
+      error = "ping-pong runs one connection on one shard; --shards N > 1 needs --flood";
+      return false;
+    }
+    return read_uint(cl, "count", 1, std::uint64_t{1} << 32, c.count, error) &&
+           read_uint(cl, "size", 8, 16u << 20, c.size, error) &&
+           read_uint(cl, "channel", 0, 254, c.channel, error) &&
+           read_uint(cl, "warmup", 0, std::uint64_t{1} << 32, c.warmup, error) &&
+           read_uint(cl, "timeout-ms", 1, std::uint64_t{24} * 3600 * 1000, c.timeout_ms, error);
+  }
+
+  FloodConfig& f = config.flood;
+  f.server = *address;
+  if (!parse_runtime(cl, false, f.runtime, error) || !parse_delivery(cl, f.delivery, error)) {
+    return false;
+  }
+  if (cl.has("window") && cl.has("rate")) {
+    error = "--window and --rate exclude each other";
+    return false;
+  }
+  f.paced = cl.has("rate");
+  if (const auto j = cl.value("json")) {
+    if (j->empty()) {
+      error = "--json wants a file name";
+      return false;
+    }
+    f.json_path = std::string(*j);
+  }
+  if (!(read_uint(cl, "peers", 1, std::uint64_t{1} << 24, f.peers, error) &&
+        read_uint(cl, "window", 1, 65536, f.window, error) &&
+        read_uint(cl, "rate", 0, 1000000, f.rate_hz, error) &&
+        read_seconds(cl, "warmup", 0, std::uint64_t{24} * 3600 * 1000, f.warmup_ms, error) &&
+        read_seconds(cl, "duration", 1, std::uint64_t{24} * 3600 * 1000, f.duration_ms, error) &&
+        read_uint(cl, "size", 16, 16u << 20, f.size, error) &&
+        read_uint(cl, "channel", 0, 254, f.channel, error) &&
+        read_uint(cl, "timeout-ms", 1, std::uint64_t{24} * 3600 * 1000, f.timeout_ms, error))) {
+    return false;
+  }
+  if (f.runtime.shards > f.peers) f.runtime.shards = f.peers;  // no empty client shards
+  return true;
+}
+
+}  // namespace tern::ping

@@ -1,0 +1,47 @@
+#include "runtime.hpp"
+
+#include <signal.h>
+
+namespace tern::ping {
+
+rt::ShardGroupOptions group_options(const RuntimeConfig& runtime, const tern::Endpoint& bind,
+                                    bool share_port, std::size_t peer_limit,
+                                    std::uint32_t channel_limit) {
+  rt::ShardGroupOptions o;
+  o.bind = bind;
+  o.shards = runtime.shards;
+  o.driver = runtime.driver;
+  o.idle = runtime.idle;
+  o.pin = runtime.pin;
+  o.share_port = share_port;
+  o.host.peer_limit = peer_limit;
+  o.host.channel_limit = channel_limit;
+  o.host.checksum = runtime.checksum;
+  return o;
+}
+
+tern::Endpoint client_bind(const tern::Endpoint& server) {
+  return *tern::Endpoint::parse(server.is_v4() ? "0.0.0.0:0" : "[::]:0");
+}
+
+namespace {
+sigset_t stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
+}  // namespace
+
+void block_stop_signals() {
+  const sigset_t set = stop_signals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+void unblock_stop_signals() {
+  const sigset_t set = stop_signals();
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+}
+
+}  // namespace tern::ping

@@ -1,0 +1,53 @@
+// What tern-ping's three modes share: shard group set-up, the clock, payload words, and the
+// run functions main() dispatches to.
+#pragma once
+
+#include "options.hpp"
+#include "shard.hpp"
+
+#include <tern/endpoint.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+
+namespace tern::ping {
+
+int run_server(const ServeConfig& config);
+int run_ping(const PingConfig& config);
+int run_flood(const FloodConfig& config);
+
+// Steady clock in nanoseconds; the same clock on every thread, so a timestamp written by one
+// shard can be compared by another.
+inline std::uint64_t now_ns() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        .count());
+}
+
+inline void store_u64(std::span<std::byte> bytes, std::size_t at, std::uint64_t v) {
+  for (std::size_t i = 0; i < 8; ++i) bytes[at + i] = static_cast<std::byte>(v >> (8 * i));
+}
+
+inline std::uint64_t load_u64(std::span<const std::byte> bytes, std::size_t at) {
+  std::uint64_t v = 0;
+  for (std::size_t i = 0; i < 8; ++i) v |= std::uint64_t(bytes[at + i]) << (8 * i);
+  return v;
+}
+
+// Shard group options for a mode: the runtime flags plus the protocol settings.
+rt::ShardGroupOptions group_options(const RuntimeConfig& runtime, const tern::Endpoint& bind,
+                                    bool share_port, std::size_t peer_limit,
+                                    std::uint32_t channel_limit);
+
+// The wildcard address of the server's family, port 0: where a client group binds.
+tern::Endpoint client_bind(const tern::Endpoint& server);
+
+// Blocks SIGINT/SIGTERM in the calling thread (threads started afterwards inherit the mask,
+// so the shard threads never take the signal), and undoes it.
+void block_stop_signals();
+void unblock_stop_signals();
+
+}  // namespace tern::ping

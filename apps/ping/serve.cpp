@@ -1,0 +1,102 @@
+// tern-ping --serve: an echo server on a shard group sharing one port.
+#include "runtime.hpp"
+
+#include "common/signals.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <memory>
+#include <thread>
+#include <vector>
+
+namespace tern::ping {
+
+namespace {
+
+constexpr auto kStopGrace = std::chrono::seconds(2);
+constexpr auto kSignalPoll = std::chrono::milliseconds(20);
+
+// Written only by its shard's thread (the handler); read by main after the threads are
+// joined, except `live`, which main reads while they run.
+struct alignas(64) ServeShardStats {
+  std::uint64_t echo_failed = 0;
+  std::uint64_t timeouts = 0;
+  std::uint64_t retransmits = 0;      // the core's count as of the last connect/disconnect event
+  std::atomic<std::int64_t> live{0};  // connected peers
+};
+
+}  // namespace
+
+int run_server(const ServeConfig& config) {
+  rt::ShardGroup group(
+      group_options(config.runtime, config.bind, true, config.peers, config.channels));
+  std::vector<std::unique_ptr<ServeShardStats>> stats;
+  for (std::size_t i = 0; i < config.runtime.shards; ++i) {
+    stats.push_back(std::make_unique<ServeShardStats>());
+  }
+  group.set_event_handler([&stats](rt::Shard& shard, tern::Event& ev) {
+    ServeShardStats& st = *stats[shard.index()];
+    switch (ev.type) {
+      case tern::EventType::receive:
+        // Zero copy: the received packet goes back out as it is.
+        if (shard.core().send(ev.peer, ev.channel, ev.delivery, std::move(ev.packet)) !=
+            tern::SendResult::ok) {
+          ++st.echo_failed;
+        }
+        break;
+      case tern::EventType::connect:
+        st.live.store(st.live.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        st.retransmits = shard.core().counters().retransmits;
+        break;
+      case tern::EventType::disconnect:
+        st.live.store(st.live.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+        if (ev.reason == tern::DisconnectReason::timeout) ++st.timeouts;
+        st.retransmits = shard.core().counters().retransmits;
+        break;
+      case tern::EventType::none: break;
+    }
+  });
+
+  // The shard threads inherit a mask without SIGINT/SIGTERM, so the signal lands here.
+  block_stop_signals();
+  std::string error;
+  const bool started = group.start(error);
+  tern::app::install_stop_handler();
+  unblock_stop_signals();
+  if (!started) {
+    std::fprintf(stderr, "tern-ping: cannot listen on %s: %s\n", config.bind.to_string().c_str(),
+                 error.c_str());
+    return kExitFailure;
+  }
+  // Tests and scripts bind port 0 and read the real port from this line.
+  std::printf("serving %s\n", group.local_endpoint().to_string().c_str());
+  std::fflush(stdout);
+
+  while (!tern::app::stop_requested()) std::this_thread::sleep_for(kSignalPoll);
+
+  std::int64_t live = 0;
+  for (const auto& st : stats) live += st->live.load(std::memory_order_relaxed);
+  group.stop(kStopGrace);  // every client is told; the threads are joined
+
+  const rt::ShardCounters t = group.total();
+  std::uint64_t echo_failed = 0, timeouts = 0, retransmits = 0;
+  for (const auto& st : stats) {
+    echo_failed += st->echo_failed;
+    timeouts += st->timeouts;
+    retransmits += st->retransmits;
+  }
+  std::printf("served signal=%d connects=%" PRIu64 " disconnects=%" PRIu64 " timeouts=%" PRIu64
+              " messages_in=%" PRIu64 " messages_out=%" PRIu64 " echo_failed=%" PRIu64
+              " datagrams_in=%" PRIu64 " datagrams_out=%" PRIu64 " bytes_in=%" PRIu64
+              " bytes_out=%" PRIu64 " retransmits=%" PRIu64 " dropped=%" PRIu64
+              " disconnected_at_exit=%lld\n",
+              tern::app::stop_signal(), t.connects, t.disconnects, timeouts, t.messages_in,
+              t.messages_out, echo_failed, t.datagrams_in, t.datagrams_out, t.bytes_in, t.bytes_out,
+              retransmits, t.drops, static_cast<long long>(live > 0 ? live : 0));
+  std::fflush(stdout);
+  return kExitOk;
+}
+
+}  // namespace tern::ping
