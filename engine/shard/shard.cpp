@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <condition_variable>
 #include <cstdio>
 #include <limits>
@@ -83,6 +84,8 @@ struct Shard::LiveCounters {
   std::atomic<std::uint64_t> cross_sent{0};
   std::atomic<std::uint64_t> cross_received{0};
   std::atomic<std::uint64_t> cross_dropped{0};
+  std::array<std::atomic<std::uint64_t>, kLoopTimeBuckets> loop_time{};
+  std::atomic<std::uint64_t> loop_time_us{0};
 };
 
 // ---- Shard ---------------------------------------------------------------------------------
@@ -189,6 +192,7 @@ void Shard::run_with(D& driver) {
 template <class D>
 void Shard::poll_once(D& driver) {
   now_ = steady_now_us();
+  const std::uint64_t started = now_;
   bool busy = receive(driver) != 0;  // 1, 4-5: rx_burst → on_datagram
   deliver_events();                  // 6: application callback, run to completion
   drain_posted();                    // 7: work from other threads
@@ -197,6 +201,13 @@ void Shard::poll_once(D& driver) {
   transmit(driver);                  // 8-10: timers, datagrams, tx_burst
   wake_touched();                    // shards we sent to this iteration
   ++iterations_;
+  const std::uint64_t took = steady_now_us() - started;
+  const std::size_t bucket =
+      took <= 1 ? 0 : std::min<std::size_t>(std::bit_width(took - 1), kLoopTimeBuckets - 1);
+  ++loop_time_[bucket];
+  loop_time_us_ += took;
+  live_->loop_time[bucket].store(loop_time_[bucket], std::memory_order_relaxed);
+  live_->loop_time_us.store(loop_time_us_, std::memory_order_relaxed);
   publish_counters(driver);
   idle(driver, busy);  // 11: busy-poll or sleep to the next deadline
 }
@@ -438,6 +449,8 @@ ShardCounters Shard::counters() const {
   s.cross_received = l.cross_received.load(r);
   s.cross_dropped = l.cross_dropped.load(r);
   s.wakeups_sent = wakeups_sent_.load(r);
+  for (std::size_t i = 0; i < kLoopTimeBuckets; ++i) s.loop_time[i] = l.loop_time[i].load(r);
+  s.loop_time_us = l.loop_time_us.load(r);
   return s;
 }
 
@@ -569,6 +582,8 @@ ShardCounters ShardGroup::total() const {
     t.cross_received += c.cross_received;
     t.cross_dropped += c.cross_dropped;
     t.wakeups_sent += c.wakeups_sent;
+    for (std::size_t i = 0; i < kLoopTimeBuckets; ++i) t.loop_time[i] += c.loop_time[i];
+    t.loop_time_us += c.loop_time_us;
   }
   return t;
 }

@@ -26,6 +26,7 @@
 #include <tern/endpoint.hpp>
 #include <tern/types.hpp>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -67,6 +68,13 @@ struct ShardGroupOptions {
   int socket_send_buffer = 4 << 20;
 };
 
+// Poll iterations by how long their work took (sleep excluded): bucket i counts iterations
+// of at most 2^i µs, the last one everything longer.
+inline constexpr std::size_t kLoopTimeBuckets = 16;
+inline constexpr std::uint64_t loop_time_bucket_bound_us(std::size_t i) {
+  return std::uint64_t{1} << i;
+}
+
 // A snapshot; the shard publishes its live values once per poll iteration.
 struct ShardCounters {
   std::uint64_t datagrams_in = 0;
@@ -88,6 +96,8 @@ struct ShardCounters {
   std::uint64_t cross_received = 0;   // messages taken off this shard's inbound rings
   std::uint64_t cross_dropped = 0;    // refused because the target's ring was full
   std::uint64_t wakeups_sent = 0;     // eventfd writes to wake a sleeping shard
+  std::array<std::uint64_t, kLoopTimeBuckets> loop_time{};  // see kLoopTimeBuckets
+  std::uint64_t loop_time_us = 0;  // sum over all iterations
 };
 
 // One message between shards. What tag, peer, data and channel mean is the application's
@@ -193,6 +203,8 @@ class Shard {
   std::uint64_t cross_sent_ = 0;
   std::uint64_t cross_received_ = 0;
   std::uint64_t cross_dropped_ = 0;
+  std::array<std::uint64_t, kLoopTimeBuckets> loop_time_{};
+  std::uint64_t loop_time_us_ = 0;
 
   // inbound_[i]: messages from shard i (this shard is its only consumer, i its only producer).
   std::vector<std::unique_ptr<CrossRing>> inbound_;

@@ -1,0 +1,738 @@
+// tern-loadgen's engine.
+//
+// The clients are spread over "lanes": one lane per shard of each client ShardGroup (one group
+// per source address, share_port=false, so every shard has its own socket holding many
+// connections to the relay). Client i lives on lane i % lanes, so each room spans lanes and
+// the relay's cross-shard fan-out is exercised. A lane owns its clients, their per-sender
+// receive windows and its latency histograms outright: the event handler and the posted
+// tasks run on the lane's shard thread, so the per-message path neither locks nor allocates
+// (payloads come from the shard thread's Packet pool; everything else is sized up front).
+// Counters other threads read are single-writer atomics, written with a plain load + store.
+//
+// The main thread connects everyone, then posts a 1 ms tick to every lane (pacing, progress
+// snapshots), prints the progress line, waits for stragglers and says goodbye.
+#include "loadgen.hpp"
+
+#include "common/histogram.hpp"
+#include "common/signals.hpp"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cinttypes>
+#include <cstdarg>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace tern::loadgen {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr auto kTick = 1ms;
+constexpr auto kConnectPoll = 1ms;
+constexpr std::uint64_t kDrainNs = 2'000'000'000;  // wait for stragglers after the period
+constexpr std::uint64_t kSettleNs = 20'000'000;    // let sends stamped just before the end count
+constexpr std::uint64_t kLiveLostAgeNs = 2'000'000'000;  // live "lost": messages this old
+constexpr std::uint64_t kSnapshotWaitNs = 200'000'000;   // progress: give up on a slow lane
+constexpr auto kGoodbyeGrace = 2s;
+constexpr std::size_t kMaxBins = 4096;  // live loss accounting, per lane
+constexpr std::uint32_t kNoClient = std::numeric_limits<std::uint32_t>::max();
+constexpr std::size_t kWindowBits = 1024;  // duplicate detection, per (receiver, sender)
+constexpr std::size_t kWindowWords = kWindowBits / 64;
+
+std::uint64_t now_ns() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        .count());
+}
+
+// Single-writer counter that other threads may read while it changes.
+template <class T>
+void bump(std::atomic<T>& a, T by = 1) {
+  a.store(a.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+}
+
+void store_le(std::span<std::byte> b, std::size_t at, std::uint64_t v, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) b[at + i] = static_cast<std::byte>(v >> (8 * i));
+}
+
+std::uint64_t load_le(std::span<const std::byte> b, std::size_t at, std::size_t n) {
+  std::uint64_t v = 0;
+  for (std::size_t i = 0; i < n; ++i) v |= std::uint64_t(b[at + i]) << (8 * i);
+  return v;
+}
+
+tern::Delivery delivery_for(DeliveryMode mode, std::uint32_t seq) {
+  if (mode == DeliveryMode::mix) return static_cast<tern::Delivery>(seq % 3);
+  return static_cast<tern::Delivery>(mode);  // the first three values coincide
+}
+
+// What one receiver has seen from one sender of its room: the highest sequence number and a
+// bitmap of the last kWindowBits below it, for duplicate detection.
+struct SenderTrack {
+  std::uint32_t highest = 0;
+  bool any = false;
+  std::array<std::uint64_t, kWindowWords> seen{};
+};
+
+// True when `seq` is new (or too old to tell); false for a duplicate.
+bool mark_seen(SenderTrack& t, std::uint32_t seq) {
+  const auto bit = [](std::uint32_t s) { return std::uint64_t{1} << (s % 64); };
+  const auto word = [](std::uint32_t s) { return (s % kWindowBits) / 64; };
+  if (!t.any || seq > t.highest) {
+    if (!t.any || seq - t.highest >= kWindowBits) {
+      t.seen.fill(0);
+    } else {
+      for (std::uint32_t q = t.highest + 1; q != seq; ++q) t.seen[word(q)] &= ~bit(q);
+      t.seen[word(seq)] &= ~bit(seq);
+    }
+    t.any = true;
+    t.highest = seq;
+    t.seen[word(seq)] |= bit(seq);
+    return true;
+  }
+  if (t.highest - seq >= kWindowBits) return true;
+  if ((t.seen[word(seq)] & bit(seq)) != 0) return false;
+  t.seen[word(seq)] |= bit(seq);
+  return true;
+}
+
+struct Client {
+  tern::PeerHandle handle;
+  std::uint32_t global = 0;
+  std::uint32_t room = 0;          // connect data
+  std::uint32_t room_first = 0;    // global id of the room's first member
+  std::uint32_t room_members = 0;  // the last room may be short
+  std::uint32_t tracks = 0;        // this receiver's first SenderTrack in its lane
+  std::uint32_t next_seq = 0;
+  std::uint64_t offset_ns = 0;  // sending phase within one period
+  bool sender = false;
+  bool connected = false;
+};
+
+struct LoadGen;
+
+struct alignas(64) Lane {
+  LoadGen* lg = nullptr;
+  std::size_t group = 0;
+  std::size_t shard = 0;  // index within the group
+  // Shard thread only (main reads them after the threads are joined).
+  std::vector<Client> clients;
+  std::vector<std::uint32_t> senders;  // indices into clients, in phase order
+  std::vector<std::uint32_t> by_slot;  // PeerHandle::slot -> index into clients
+  std::vector<SenderTrack> tracks;
+  std::vector<std::uint32_t> ordered_next;  // per track and channel: highest ordered seq + 1
+  tern::app::LatencyHistogram histogram;    // measured period
+  tern::app::LatencyHistogram interval;     // since the last progress snapshot
+  tern::app::LatencyHistogram snapshot;     // handed to main (see LoadGen::snapshot_gen)
+  std::uint64_t snapshot_seen = 0;
+  bool traffic = false;
+  std::size_t cursor = 0;
+  std::uint64_t cycle = 0;
+  std::uint64_t send_failed = 0;
+  // Read by main while the shard runs.
+  std::atomic<std::uint64_t> snapshot_ack{0};
+  std::atomic<std::uint64_t> sent_total{0};
+  std::atomic<std::uint64_t> delivered_total{0};
+  std::atomic<std::uint64_t> sent{0};       // measured period
+  std::atomic<std::uint64_t> expected{0};   // copies owed for those
+  std::atomic<std::uint64_t> delivered{0};  // copies received of those
+  std::atomic<std::uint64_t> duplicates{0};
+  std::atomic<std::uint64_t> out_of_order{0};
+  std::atomic<std::uint64_t> misrouted{0};
+  std::atomic<std::uint64_t> mismatched{0};
+  std::atomic<std::uint32_t> connected{0};
+  std::atomic<std::uint32_t> dropped{0};  // connections lost before the goodbye
+  std::atomic<std::uint32_t> goodbyes{0};
+  std::atomic<std::uint32_t> connect_failed{0};
+  std::atomic<std::uint64_t> last_connect_ns{0};
+  std::atomic<std::uint8_t> last_reason{0};
+  // By send time (bins of LoadGen::bin_ns from the measured period's start): copies owed by
+  // this lane's senders and copies its receivers got, for the live loss figure.
+  std::unique_ptr<std::atomic<std::uint64_t>[]> expected_bins;
+  std::unique_ptr<std::atomic<std::uint64_t>[]> delivered_bins;
+};
+
+struct LoadGen {
+  explicit LoadGen(const Config& c) : config(c) {}
+  const Config& config;
+  std::uint32_t tracks_per_client = 1;
+  std::uint64_t period_ns = 0;
+  std::uint64_t bin_ns = 1'000'000'000;
+  std::size_t bins = 1;
+  // Written by main before traffic starts; read on every shard.
+  std::atomic<std::uint64_t> traffic_ns{0};
+  std::atomic<std::uint64_t> start_ns{0};  // measured period [start_ns, end_ns)
+  std::atomic<std::uint64_t> end_ns{0};
+  std::atomic<std::uint64_t> snapshot_gen{0};  // main asks every lane for a progress snapshot
+  std::atomic<bool> finishing{false};
+  std::vector<std::unique_ptr<Lane>> lanes;
+};
+
+std::size_t bin_of(const LoadGen& lg, std::uint64_t start, std::uint64_t t) {
+  if (t < start) return 0;
+  return static_cast<std::size_t>(std::min<std::uint64_t>((t - start) / lg.bin_ns, lg.bins - 1));
+}
+
+std::uint32_t find_client(const Lane& lane, tern::PeerHandle h) {
+  if (h.slot >= lane.by_slot.size()) return kNoClient;
+  const std::uint32_t k = lane.by_slot[h.slot];
+  return k != kNoClient && lane.clients[k].handle == h ? k : kNoClient;
+}
+
+void send_message(Lane& lane, rt::Shard& shard, Client& client, std::uint64_t now) {
+  const LoadGen& lg = *lane.lg;
+  const Config& c = lg.config;
+  const std::uint32_t seq = client.next_seq++;
+  const tern::Delivery delivery = delivery_for(c.delivery, seq);
+  const auto channel = static_cast<std::uint8_t>(seq % c.channels);
+  tern::Packet packet = tern::Packet::allocate(c.size);
+  const auto bytes = packet.mutable_bytes();
+  store_le(bytes, 0, client.global, 4);
+  store_le(bytes, 4, seq, 4);
+  store_le(bytes, 8, now, 8);
+  bytes[16] = static_cast<std::byte>(delivery);
+  std::memset(bytes.data() + kHeaderBytes, 0x5a, bytes.size() - kHeaderBytes);
+  if (shard.core().send(client.handle, channel, delivery, std::move(packet)) !=
+      tern::SendResult::ok) {
+    ++lane.send_failed;
+    return;
+  }
+  const std::uint64_t copies = client.room_members - 1;
+  bump(lane.sent_total);
+  const std::uint64_t start = lg.start_ns.load(std::memory_order_relaxed);
+  if (now >= start && now < lg.end_ns.load(std::memory_order_relaxed)) {
+    bump(lane.sent);
+    bump(lane.expected, copies);
+    bump(lane.expected_bins[bin_of(lg, start, now)], copies);
+  }
+}
+
+void on_receive(Lane& lane, Client& receiver, const tern::Event& ev) {
+  const std::uint64_t now = now_ns();
+  const LoadGen& lg = *lane.lg;
+  const Config& c = lg.config;
+  const auto bytes = ev.packet.bytes();
+  if (bytes.size() < kHeaderBytes) {
+    bump(lane.mismatched);
+    return;
+  }
+  const auto from = static_cast<std::uint32_t>(load_le(bytes, 0, 4));
+  const auto seq = static_cast<std::uint32_t>(load_le(bytes, 4, 4));
+  const std::uint64_t sent_ns = load_le(bytes, 8, 8);
+  const auto tag = std::to_integer<std::uint8_t>(bytes[16]);
+  // Only the other members of the receiver's room (only its first member with --broadcast).
+  const std::uint32_t pos = from - receiver.room_first;  // wraps for ids below the room
+  if (pos >= receiver.room_members || from == receiver.global || (c.broadcast && pos != 0)) {
+    bump(lane.misrouted);
+    return;
+  }
+  const tern::Delivery want = delivery_for(c.delivery, seq);
+  const auto channel = static_cast<std::uint8_t>(seq % c.channels);
+  if (bytes.size() != c.size || tag != static_cast<std::uint8_t>(want) || ev.delivery != want ||
+      ev.channel != channel) {
+    bump(lane.mismatched);
+  }
+  const std::uint32_t track = receiver.tracks + (c.broadcast ? 0 : pos);
+  if (!mark_seen(lane.tracks[track], seq)) {
+    bump(lane.duplicates);
+    return;
+  }
+  // Reliable and unreliable (sequenced) delivery keep each channel's order; unsequenced
+  // promises none.
+  if (want != tern::Delivery::unsequenced) {
+    std::uint32_t& next = lane.ordered_next[std::size_t{track} * c.channels + channel];
+    if (seq + 1 < next) {
+      bump(lane.out_of_order);
+    } else {
+      next = seq + 1;
+    }
+  }
+  const std::uint64_t latency = now > sent_ns ? now - sent_ns : 0;
+  bump(lane.delivered_total);
+  lane.interval.record(latency);
+  const std::uint64_t start = lg.start_ns.load(std::memory_order_relaxed);
+  if (sent_ns >= start && sent_ns < lg.end_ns.load(std::memory_order_relaxed)) {
+    bump(lane.delivered);
+    bump(lane.delivered_bins[bin_of(lg, start, sent_ns)]);
+    lane.histogram.record(latency);
+  }
+}
+
+void on_event(Lane& lane, tern::Event& ev) {
+  const std::uint32_t k = find_client(lane, ev.peer);
+  if (k == kNoClient) return;
+  Client& client = lane.clients[k];
+  switch (ev.type) {
+    case tern::EventType::receive: on_receive(lane, client, ev); break;
+    case tern::EventType::connect:
+      client.connected = true;
+      bump(lane.connected);
+      lane.last_connect_ns.store(now_ns(), std::memory_order_relaxed);
+      break;
+    case tern::EventType::disconnect:
+      client.connected = false;
+      if (lane.lg->finishing.load(std::memory_order_acquire)) {
+        bump(lane.goodbyes);
+      } else {
+        bump(lane.dropped);
+        lane.last_reason.store(static_cast<std::uint8_t>(ev.reason), std::memory_order_relaxed);
+      }
+      break;
+    case tern::EventType::none: break;
+  }
+}
+
+// Wave 0: every client, except that with --broadcast only the rooms' first members (the
+// senders) go first, so that a relay which ranks members by join order sees them first.
+// Wave 1: the --broadcast spectators, once every first member is in.
+void connect_wave(Lane& lane, rt::Shard& shard, int wave) {
+  const Config& c = lane.lg->config;
+  for (std::uint32_t k = 0; k < lane.clients.size(); ++k) {
+    Client& client = lane.clients[k];
+    if ((c.broadcast && !client.sender ? 1 : 0) != wave) continue;
+    client.handle = shard.core().connect(shard.now_us(), c.target, c.channels, client.room);
+    if (!client.handle.valid()) {
+      bump(lane.connect_failed);
+      continue;
+    }
+    if (client.handle.slot >= lane.by_slot.size()) {
+      lane.by_slot.resize(client.handle.slot + 1, kNoClient);
+    }
+    lane.by_slot[client.handle.slot] = k;
+  }
+}
+
+void tick(Lane& lane, rt::Shard& shard) {
+  const LoadGen& lg = *lane.lg;
+  const std::uint64_t gen = lg.snapshot_gen.load(std::memory_order_acquire);
+  if (gen != lane.snapshot_seen) {
+    lane.snapshot = lane.interval;
+    lane.interval = tern::app::LatencyHistogram{};
+    lane.snapshot_seen = gen;
+    lane.snapshot_ack.store(gen, std::memory_order_release);
+  }
+  if (!lane.traffic || lane.senders.empty() || lg.period_ns == 0) return;
+  const std::uint64_t now = now_ns();
+  const std::uint64_t traffic = lg.traffic_ns.load(std::memory_order_relaxed);
+  const std::uint64_t end = lg.end_ns.load(std::memory_order_relaxed);
+  // Senders go in a fixed cyclic order, each at its own phase; sends that fell due since the
+  // last tick go out now (late ticks catch up, nothing is skipped).
+  for (;;) {
+    Client& client = lane.clients[lane.senders[lane.cursor]];
+    const std::uint64_t due = traffic + lane.cycle * lg.period_ns + client.offset_ns;
+    if (due > now || due >= end) break;
+    if (client.connected) send_message(lane, shard, client, now);
+    if (++lane.cursor == lane.senders.size()) {
+      lane.cursor = 0;
+      ++lane.cycle;
+    }
+  }
+}
+
+// A counter summed over the lanes (they may still be writing it).
+template <class T>
+std::uint64_t total(const LoadGen& lg, std::atomic<T> Lane::*field) {
+  std::uint64_t sum = 0;
+  for (const auto& lane : lg.lanes) sum += ((*lane).*field).load(std::memory_order_relaxed);
+  return sum;
+}
+
+struct Groups {
+  std::vector<std::unique_ptr<rt::ShardGroup>> groups;
+  std::size_t per_group = 1;  // shards (lanes) per group
+
+  template <class Task>
+  void post(Lane& lane, Task task) {
+    groups[lane.group]->post(lane.shard, [&lane, task](rt::Shard& s) { task(lane, s); });
+  }
+
+  // Every group at once: each waits up to `grace` for its peers to say goodbye.
+  bool stop_all(std::chrono::milliseconds grace) {
+    std::vector<std::thread> stoppers;
+    std::vector<char> ok(groups.size(), 0);
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      stoppers.emplace_back([this, g, grace, &ok] { ok[g] = groups[g]->stop(grace) ? 1 : 0; });
+    }
+    for (auto& t : stoppers) t.join();
+    return std::all_of(ok.begin(), ok.end(), [](char v) { return v != 0; });
+  }
+};
+
+void set_stop_signals_blocked(bool blocked) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(blocked ? SIG_BLOCK : SIG_UNBLOCK, &set, nullptr);
+}
+
+const char* idle_name(rt::IdlePolicy p) { return p == rt::IdlePolicy::busy_poll ? "busy" : "wait"; }
+
+bool write_file(const std::string& path, const std::string& body) {
+  std::FILE* out = std::fopen(path.c_str(), "w");
+  if (out == nullptr) return false;
+  const bool ok = std::fputs(body.c_str(), out) >= 0;
+  return std::fclose(out) == 0 && ok;
+}
+
+std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string format(const char* fmt, ...) {
+  char buf[4096];
+  va_list ap;
+  va_start(ap, fmt);
+  const int n = std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  return std::string(
+      buf, n < 0 ? 0 : std::min<std::size_t>(static_cast<std::size_t>(n), sizeof buf - 1));
+}
+
+}  // namespace
+
+int run(const Config& config) {
+  const std::size_t n = config.clients;
+  const std::size_t r = config.room_size;
+  const std::size_t rooms = (n + r - 1) / r;
+
+  // ---- lanes: one group per source address, `per_group` shards each ----
+  const std::size_t sources = std::min(config.sources.size(), n);
+  const std::size_t ngroups = std::max<std::size_t>(1, sources);
+  std::size_t per_group =
+      sources > 1 ? std::max<std::size_t>(1, config.shards / sources) : std::min(config.shards, n);
+  per_group = std::max<std::size_t>(1, std::min(per_group, n / ngroups));
+  const std::size_t nlanes = ngroups * per_group;
+  const std::size_t per_lane = (n + nlanes - 1) / nlanes;
+
+  LoadGen lg(config);
+  lg.tracks_per_client = config.broadcast ? 1 : static_cast<std::uint32_t>(r);
+  const std::size_t nsenders = config.broadcast ? rooms : n;
+  if (config.rate_hz > 0) lg.period_ns = std::max<std::uint64_t>(1, 1'000'000'000 / config.rate_hz);
+  const std::uint64_t run_ns = config.duration_ms * 1'000'000 + 1'000'000'000;
+  lg.bin_ns = std::max<std::uint64_t>(1'000'000'000, run_ns / kMaxBins + 1);
+  lg.bins = static_cast<std::size_t>(run_ns / lg.bin_ns + 2);
+
+  for (std::size_t i = 0; i < nlanes; ++i) {
+    auto lane = std::make_unique<Lane>();
+    lane->lg = &lg;
+    lane->group = i / per_group;
+    lane->shard = i % per_group;
+    lane->clients.reserve(per_lane);
+    lane->by_slot.assign(per_lane, kNoClient);
+    lane->expected_bins.reset(new std::atomic<std::uint64_t>[lg.bins]());
+    lane->delivered_bins.reset(new std::atomic<std::uint64_t>[lg.bins]());
+    lg.lanes.push_back(std::move(lane));
+  }
+  std::size_t sender_index = 0;
+  for (std::size_t g = 0; g < n; ++g) {
+    Lane& lane = *lg.lanes[g % nlanes];
+    const std::size_t room_index = g / r;
+    Client c;
+    c.global = static_cast<std::uint32_t>(g);
+    c.room = config.first_room + static_cast<std::uint32_t>(room_index);
+    c.room_first = static_cast<std::uint32_t>(room_index * r);
+    c.room_members = static_cast<std::uint32_t>(std::min(r, n - room_index * r));
+    c.tracks = static_cast<std::uint32_t>(lane.clients.size() * lg.tracks_per_client);
+    c.sender = !config.broadcast || g == c.room_first;
+    if (c.sender) {
+      // Phases spread evenly over one period across all senders, whatever lane they are on.
+      c.offset_ns = static_cast<std::uint64_t>(static_cast<unsigned __int128>(sender_index++) *
+                                               lg.period_ns / nsenders);
+      lane.senders.push_back(static_cast<std::uint32_t>(lane.clients.size()));
+    }
+    lane.clients.push_back(c);
+  }
+  for (auto& lane : lg.lanes) {
+    lane->tracks.assign(lane->clients.size() * lg.tracks_per_client, SenderTrack{});
+    lane->ordered_next.assign(lane->tracks.size() * config.channels, 0);
+  }
+
+  Groups groups;
+  groups.per_group = per_group;
+  set_stop_signals_blocked(true);  // the shard threads inherit the mask
+  for (std::size_t g = 0; g < ngroups; ++g) {
+    rt::ShardGroupOptions o;
+    if (sources > 0) {
+      o.bind = tern::Endpoint::v4(config.sources[g], 0);
+    } else {
+      o.bind = *tern::Endpoint::parse(config.target.is_v4() ? "0.0.0.0:0" : "[::]:0");
+    }
+    o.shards = per_group;
+    o.driver = config.driver;
+    o.idle = config.idle;
+    o.pin = false;
+    o.share_port = false;
+    o.host.peer_limit = per_lane;
+    o.host.channel_limit = config.channels;
+    auto group = std::make_unique<rt::ShardGroup>(o);
+    const std::size_t base = g * per_group;
+    group->set_event_handler([&lg, base](rt::Shard& shard, tern::Event& ev) {
+      on_event(*lg.lanes[base + shard.index()], ev);
+    });
+    std::string error;
+    if (!group->start(error)) {
+      set_stop_signals_blocked(false);
+      std::fprintf(stderr, "tern-loadgen: cannot open the client sockets on %s: %s\n",
+                   o.bind.to_string().c_str(), error.c_str());
+      groups.stop_all(0ms);
+      return kExitFailure;
+    }
+    groups.groups.push_back(std::move(group));
+  }
+  set_stop_signals_blocked(false);
+  tern::app::install_stop_handler();
+
+  const std::string target = config.target.to_string();
+  const auto fail_now = [&](const std::string& what) {
+    lg.finishing.store(true, std::memory_order_release);
+    // Say goodbye to the clients that made it; no need to wait when none did.
+    groups.stop_all(total(lg, &Lane::connected) > 0 ? kGoodbyeGrace : 0ms);
+    std::fprintf(stderr, "tern-loadgen: %s\n", what.c_str());
+    return kExitFailure;
+  };
+
+  // ---- connect everyone at once ----
+  const std::uint64_t connect_ns = now_ns();
+  for (std::size_t i = 0; i < nlanes; ++i) {
+    groups.post(*lg.lanes[i], [](Lane& lane, rt::Shard& shard) { connect_wave(lane, shard, 0); });
+  }
+  const std::uint64_t connect_deadline = connect_ns + config.timeout_ms * 1'000'000;
+  bool spectators_posted = !config.broadcast;
+  std::uint64_t connected = 0;
+  for (;;) {
+    connected = total(lg, &Lane::connected);
+    if (!spectators_posted && connected >= rooms) {
+      for (std::size_t i = 0; i < nlanes; ++i) {
+        groups.post(*lg.lanes[i],
+                    [](Lane& lane, rt::Shard& shard) { connect_wave(lane, shard, 1); });
+      }
+      spectators_posted = true;
+    }
+    if (connected == n) break;
+    const std::uint64_t failed = total(lg, &Lane::dropped) + total(lg, &Lane::connect_failed);
+    if (tern::app::stop_requested()) return fail_now("interrupted while connecting");
+    if (failed > 0) {
+      std::uint8_t reason = 0;
+      for (const auto& l : lg.lanes) reason = std::max(reason, l->last_reason.load());
+      return fail_now(format("connected %" PRIu64 "/%zu clients to %s; %" PRIu64
+                             " failed (last reason: %s)",
+                             connected, n, target.c_str(), failed,
+                             tern::to_string(static_cast<tern::DisconnectReason>(reason))));
+    }
+    if (now_ns() >= connect_deadline) {
+      return fail_now(format("connected only %" PRIu64 "/%zu clients to %s within %" PRIu64 " ms",
+                             connected, n, target.c_str(), config.timeout_ms));
+    }
+    std::this_thread::sleep_for(kConnectPoll);
+  }
+  std::uint64_t last_connect = connect_ns;
+  for (const auto& l : lg.lanes) {
+    last_connect = std::max(last_connect, l->last_connect_ns.load(std::memory_order_relaxed));
+  }
+  const double connect_ms = static_cast<double>(last_connect - connect_ns) / 1e6;
+  std::printf("connected %" PRIu64 "/%zu in %.1f ms\n", connected, n, connect_ms);
+  std::fflush(stdout);
+
+  // ---- warm-up, measured period, stragglers ----
+  const std::uint64_t traffic_ns = now_ns();
+  const std::uint64_t start_ns = traffic_ns + config.warmup_ms * 1'000'000;
+  const std::uint64_t end_ns = start_ns + config.duration_ms * 1'000'000;
+  lg.traffic_ns.store(traffic_ns, std::memory_order_relaxed);
+  lg.start_ns.store(start_ns, std::memory_order_relaxed);
+  lg.end_ns.store(end_ns, std::memory_order_relaxed);
+  for (std::size_t i = 0; i < nlanes; ++i) {
+    groups.post(*lg.lanes[i], [](Lane& lane, rt::Shard&) { lane.traffic = true; });
+  }
+
+  auto progress_hist = std::make_unique<tern::app::LatencyHistogram>();
+  std::uint64_t progress_gen = 0;
+  std::uint64_t pending_since = 0;  // a snapshot was requested at this time (0: none)
+  std::uint64_t next_progress = traffic_ns + 1'000'000'000;
+  std::uint64_t last_progress = traffic_ns, last_sent = 0, last_delivered = 0;
+  bool interrupted = false;
+  auto next_tick = std::chrono::steady_clock::now();
+  for (;;) {
+    const std::uint64_t now = now_ns();
+    if (tern::app::stop_requested()) {
+      interrupted = true;
+      break;
+    }
+    if (total(lg, &Lane::dropped) >= connected)
+      break;  // the relay went away: nothing more to measure
+    if (now >= end_ns + kSettleNs &&
+        (total(lg, &Lane::delivered) >= total(lg, &Lane::expected) || now >= end_ns + kDrainNs)) {
+      break;
+    }
+    if (!config.quiet) {
+      if (pending_since == 0 && now >= next_progress) {
+        lg.snapshot_gen.store(++progress_gen, std::memory_order_release);
+        pending_since = now;
+      }
+      if (pending_since != 0) {
+        const bool all = std::all_of(lg.lanes.begin(), lg.lanes.end(), [&](const auto& l) {
+          return l->snapshot_ack.load(std::memory_order_acquire) == progress_gen;
+        });
+        if (all || now - pending_since > kSnapshotWaitNs) {
+          *progress_hist = tern::app::LatencyHistogram{};
+          for (const auto& l : lg.lanes) {
+            if (l->snapshot_ack.load(std::memory_order_acquire) == progress_gen) {
+              progress_hist->merge(l->snapshot);
+            }
+          }
+          const std::uint64_t sent_total = total(lg, &Lane::sent_total);
+          const std::uint64_t delivered_total = total(lg, &Lane::delivered_total);
+          const double dt = static_cast<double>(pending_since - last_progress) / 1e9;
+          // Settled loss: copies owed for messages sent at least kLiveLostAgeNs ago.
+          std::uint64_t owed = 0, got = 0;
+          for (std::size_t b = 0; b < lg.bins; ++b) {
+            if (start_ns + (b + 1) * lg.bin_ns + kLiveLostAgeNs > pending_since) break;
+            for (const auto& l : lg.lanes) {
+              owed += l->expected_bins[b].load(std::memory_order_relaxed);
+              got += l->delivered_bins[b].load(std::memory_order_relaxed);
+            }
+          }
+          std::fprintf(stderr,
+                       "t=%" PRIu64 "s clients=%" PRIu64
+                       "/%zu sent/s=%.0f delivered/s=%.0f "
+                       "p99_ms=%.2f lost=%" PRIu64 "\n",
+                       (pending_since - traffic_ns + 500'000'000) / 1'000'000'000,
+                       connected - std::min<std::uint64_t>(connected, total(lg, &Lane::dropped)), n,
+                       static_cast<double>(sent_total - last_sent) / dt,
+                       static_cast<double>(delivered_total - last_delivered) / dt,
+                       progress_hist->percentile(99) / 1e6, owed > got ? owed - got : 0);
+          last_progress = pending_since;
+          last_sent = sent_total;
+          last_delivered = delivered_total;
+          next_progress += 1'000'000'000;
+          pending_since = 0;
+        }
+      }
+    }
+    for (std::size_t i = 0; i < nlanes; ++i) {
+      groups.post(*lg.lanes[i], [](Lane& lane, rt::Shard& shard) { tick(lane, shard); });
+    }
+    next_tick += kTick;
+    const auto wall = std::chrono::steady_clock::now();
+    if (next_tick + 10 * kTick < wall) next_tick = wall;  // fell far behind: do not burst
+    std::this_thread::sleep_until(next_tick);
+  }
+
+  // ---- goodbye; from here the lanes are main's ----
+  lg.finishing.store(true, std::memory_order_release);
+  const bool all_gone = groups.stop_all(kGoodbyeGrace);
+
+  tern::app::LatencyHistogram histogram;
+  std::uint64_t send_failed = 0;
+  std::uint8_t reason = 0;
+  for (const auto& l : lg.lanes) {
+    histogram.merge(l->histogram);
+    send_failed += l->send_failed;
+    reason = std::max(reason, l->last_reason.load());
+  }
+  const std::uint64_t sent = total(lg, &Lane::sent), expected = total(lg, &Lane::expected);
+  const std::uint64_t delivered = total(lg, &Lane::delivered),
+                      duplicates = total(lg, &Lane::duplicates);
+  const std::uint64_t out_of_order = total(lg, &Lane::out_of_order),
+                      misrouted = total(lg, &Lane::misrouted);
+  const std::uint64_t mismatched = total(lg, &Lane::mismatched),
+                      dropped = total(lg, &Lane::dropped);
+  const std::uint64_t goodbyes = total(lg, &Lane::goodbyes);
+  const std::uint64_t lost = expected > delivered ? expected - delivered : 0;
+  const double duration_s = static_cast<double>(config.duration_ms) / 1000.0;
+  const double sent_per_s = static_cast<double>(sent) / duration_s;
+  const double delivered_per_s = static_cast<double>(delivered) / duration_s;
+  const double lost_pct =
+      expected > 0 ? 100.0 * static_cast<double>(lost) / static_cast<double>(expected) : 0.0;
+  const tern::app::LatencySummary s = histogram.summary(1e-3);
+  const char* delivery = to_string(config.delivery);
+  const std::string driver = groups.groups.front()->driver_name(0);
+
+  std::printf(
+      "tern-loadgen -> %s: %zu clients in %zu rooms of %zu%s, %s on %u channel%s, %zu B at "
+      "%" PRIu64 " Hz, %g s measured after %g s warm-up\n",
+      target.c_str(), n, rooms, r, config.broadcast ? " (broadcast: first member sends)" : "",
+      delivery, config.channels, config.channels == 1 ? "" : "s", config.size, config.rate_hz,
+      duration_s, static_cast<double>(config.warmup_ms) / 1000.0);
+  std::printf("  %-14s %zu group%s x %zu shard%s, %s driver, idle %s%s%s\n", "runtime", ngroups,
+              ngroups == 1 ? "" : "s", per_group, per_group == 1 ? "" : "s", driver.c_str(),
+              idle_name(config.idle), config.sources_text.empty() ? "" : ", sources ",
+              config.sources_text.c_str());
+  std::printf("  %-14s %" PRIu64 "/%zu in %.1f ms\n", "connected", connected, n, connect_ms);
+  std::printf("  %-14s %" PRIu64 " messages (%.0f/s)\n", "sent", sent, sent_per_s);
+  std::printf("  %-14s %" PRIu64 " copies\n", "expected", expected);
+  std::printf("  %-14s %" PRIu64 " copies (%.0f/s)\n", "delivered", delivered, delivered_per_s);
+  std::printf("  %-14s %" PRIu64 " (%.3f%%)\n", "lost", lost, lost_pct);
+  std::printf("  %-14s %" PRIu64 "\n", "duplicates", duplicates);
+  std::printf("  %-14s %" PRIu64 "\n", "out of order", out_of_order);
+  std::printf("  %-14s %" PRIu64 "\n", "misrouted", misrouted);
+  std::printf("  %-14s %" PRIu64 "\n", "mismatched", mismatched);
+  std::printf("  %-14s p50 %.1f  p90 %.1f  p99 %.1f  p99.9 %.1f  max %.1f  (%zu samples)\n",
+              "latency us", s.p50, s.p90, s.p99, s.p999, s.max, s.count);
+  std::printf("  %-14s %" PRIu64 "/%" PRIu64 " disconnected gracefully%s\n", "goodbye", goodbyes,
+              connected - std::min(connected, dropped), all_gone ? "" : " (timed out)");
+  std::printf("loadgen clients=%zu rooms=%zu room_size=%zu rate=%" PRIu64
+              " size=%zu delivery=%s duration_s=%g sent=%" PRIu64 " expected=%" PRIu64
+              " delivered=%" PRIu64 " lost=%" PRIu64 " duplicates=%" PRIu64 " out_of_order=%" PRIu64
+              " misrouted=%" PRIu64 " mismatched=%" PRIu64
+              " delivered_per_s=%.0f latency_us p50=%.1f p90=%.1f p99=%.1f p99.9=%.1f "
+              "max=%.1f connect_ms=%.1f\n",
+              n, rooms, r, config.rate_hz, config.size, delivery, duration_s, sent, expected,
+              delivered, lost, duplicates, out_of_order, misrouted, mismatched, delivered_per_s,
+              s.p50, s.p90, s.p99, s.p999, s.max, connect_ms);
+  std::fflush(stdout);
+
+  int status = kExitOk;
+  if (!config.json_path.empty()) {
+    const std::string body = format(
+        "{\"clients\": %zu, \"rooms\": %zu, \"room_size\": %zu, \"rate\": %" PRIu64
+        ", \"size\": %zu, \"delivery\": \"%s\", \"channels\": %u, \"broadcast\": %s, "
+        "\"duration_s\": %g, \"warmup_s\": %g, \"sent\": %" PRIu64 ", \"expected\": %" PRIu64
+        ", \"delivered\": %" PRIu64 ", \"lost\": %" PRIu64 ", \"duplicates\": %" PRIu64
+        ", \"out_of_order\": %" PRIu64 ", \"misrouted\": %" PRIu64 ", \"mismatched\": %" PRIu64
+        ", \"delivered_per_s\": %.0f, \"latency_us\": {\"p50\": %.1f, \"p90\": %.1f, "
+        "\"p99\": %.1f, \"p99.9\": %.1f, \"max\": %.1f, \"count\": %zu}, \"connect_ms\": %.1f, "
+        "\"connected\": %" PRIu64 ", \"dropped\": %" PRIu64 ", \"goodbyes\": %" PRIu64
+        ", \"first_room\": %u, \"groups\": %zu, \"shards_per_group\": %zu, \"driver\": \"%s\", "
+        "\"idle\": \"%s\", \"target\": \"%s\", \"interrupted\": %s}\n",
+        n, rooms, r, config.rate_hz, config.size, delivery, config.channels,
+        config.broadcast ? "true" : "false", duration_s,
+        static_cast<double>(config.warmup_ms) / 1000.0, sent, expected, delivered, lost, duplicates,
+        out_of_order, misrouted, mismatched, delivered_per_s, s.p50, s.p90, s.p99, s.p999, s.max,
+        s.count, connect_ms, connected, dropped, goodbyes, config.first_room, ngroups, per_group,
+        driver.c_str(), idle_name(config.idle), target.c_str(), interrupted ? "true" : "false");
+    if (!write_file(config.json_path, body)) {
+      std::fprintf(stderr, "tern-loadgen: cannot write %s\n", config.json_path.c_str());
+      status = kExitFailure;
+    }
+  }
+  if (send_failed > 0) {
+    std::fprintf(stderr, "tern-loadgen: %" PRIu64 " sends refused by the host\n", send_failed);
+  }
+  if (dropped > 0) {
+    std::fprintf(stderr,
+                 "tern-loadgen: %" PRIu64
+                 " of %zu connections were lost during the run (last "
+                 "reason: %s)\n",
+                 dropped, n, tern::to_string(static_cast<tern::DisconnectReason>(reason)));
+    status = kExitFailure;
+  }
+  if (interrupted) {
+    std::fprintf(stderr, "tern-loadgen: interrupted by signal %d; the figures are partial\n",
+                 tern::app::stop_signal());
+    status = kExitFailure;
+  }
+  return status;
+}
+
+}  // namespace tern::loadgen

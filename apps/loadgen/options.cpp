@@ -1,0 +1,264 @@
+#include "options.hpp"
+
+#include "common/cli.hpp"
+
+#include <string_view>
+
+namespace tern::loadgen {
+
+const char* const kUsage =
+    "usage: tern-loadgen --target HOST:PORT [--clients N] [--room-size R] [--rate HZ]\n"
+    "                    [--size BYTES] [--duration S] [--warmup S]\n"
+    "                    [--delivery reliable|unreliable|unsequenced|mix] [--channels C]\n"
+    "                    [--broadcast] [--first-room K] [--sources CIDR] [--shards S]\n"
+    "                    [--driver socket|uring] [--idle wait|busy] [--timeout-ms T]\n"
+    "                    [--json FILE] [--quiet]\n"
+    "       tern-loadgen --help\n"
+    "\n"
+    "Plays every member of every room against an ENet-compatible relay (a server that forwards\n"
+    "each message to the other members of the sender's room, the room being the connect data)\n"
+    "and measures every relayed copy end to end on one clock: latency, loss, duplicates, order,\n"
+    "routing. Client i joins room K + i / R.\n"
+    "\n"
+    "  --target HOST:PORT  the relay (required)\n"
+    "  --clients N         connections, all opened at once (default 100)\n"
+    "  --room-size R       clients per room; the last room may be smaller (default 8)\n"
+    "  --rate HZ           messages/s each sending client sends, paced and spread evenly over\n"
+    "                      the clients (default 30; 0 connects and stays idle)\n"
+    "  --size BYTES        payload bytes, at least 24 (default 64)\n"
+    "  --duration S        measured seconds (default 5; up to 3 decimals)\n"
+    "  --warmup S          unmeasured seconds of traffic first (default 1)\n"
+    "  --delivery D        reliable (default), unreliable, unsequenced, or mix (rotates the three\n"
+    "                      per message)\n"
+    "  --channels C        channels per connection; message n goes on channel n % C (default 1)\n"
+    "  --broadcast         only the first member of each room sends (a spectator stream)\n"
+    "  --first-room K      room number of the first room (default 1)\n"
+    "  --sources CIDR      spread the clients over up to 64 source addresses of an IPv4 block\n"
+    "                      (e.g. 127.0.0.0/24: 127.0.0.1..127.0.0.64), one client group each\n"
+    "  --shards S          client threads, each with its own socket (default 1; with --sources,\n"
+    "                      S / sources per address, at least 1)\n"
+    "  --driver D          socket (default) or uring\n"
+    "  --idle I            wait (default) or busy\n"
+    "  --timeout-ms T      give up when not every client is connected after T ms (default 10000)\n"
+    "  --json FILE         also write the result as a JSON object to FILE\n"
+    "  --quiet             no progress line on stderr\n"
+    "\n"
+    "Prints 'connected N/N in X ms', a progress line each second on stderr, then a summary table\n"
+    "and one machine-readable 'loadgen ...' line on stdout. Counted by send time: expected = the\n"
+    "copies owed for messages sent in the measured period (room members - 1 each), delivered =\n"
+    "those that arrived (stragglers are awaited up to 2 s), lost = expected - delivered.\n"
+    "exit status: 0 run completed (even with loss), 1 connect failure / lost connection / I/O\n"
+    "error, 2 bad command line\n";
+
+namespace {
+
+using tern::app::CommandLine;
+
+constexpr tern::app::FlagSpec kFlags[] = {
+    {"help", false},      {"target", true},     {"clients", true},  {"room-size", true},
+    {"rate", true},       {"size", true},       {"duration", true}, {"warmup", true},
+    {"delivery", true},   {"channels", true},   {"sources", true},  {"shards", true},
+    {"driver", true},     {"idle", true},       {"json", true},     {"first-room", true},
+    {"broadcast", false}, {"timeout-ms", true}, {"quiet", false},
+};
+
+constexpr std::uint64_t kDayMs = std::uint64_t{24} * 3600 * 1000;
+
+template <class T>
+bool read_uint(const CommandLine& cl, std::string_view name, std::uint64_t min, std::uint64_t max,
+               T& out, std::string& error) {
+  const auto text = cl.value(name);
+  if (!text) return true;
+  const auto v = tern::app::parse_uint(*text, min, max);
+  if (!v) {
+    error = "--" + std::string(name) + " wants an integer in " + std::to_string(min) + ".." +
+            std::to_string(max) + ", got '" + std::string(*text) + "'";
+    return false;
+  }
+  out = static_cast<T>(*v);
+  return true;
+}
+
+// "--name S" as seconds with at most three decimals ("2", "0.5", "1.250") into milliseconds.
+bool read_seconds(const CommandLine& cl, std::string_view name, std::uint64_t min_ms,
+                  std::uint64_t max_ms, std::uint64_t& out_ms, std::string& error) {
+  const auto text = cl.value(name);
+  if (!text) return true;
+  const std::string_view t = *text;
+  const auto dot = t.find('.');
+  const std::string_view whole = t.substr(0, dot);
+  const std::string_view frac =
+      dot == std::string_view::npos ? std::string_view{} : t.substr(dot + 1);
+  const auto w = tern::app::parse_uint(whole, 0, max_ms / 1000);
+  bool ok = w.has_value() && (dot == std::string_view::npos || (!frac.empty() && frac.size() <= 3));
+  std::uint64_t ms = ok ? *w * 1000 : 0;
+  if (ok && !frac.empty()) {
+    const auto f = tern::app::parse_uint(frac, 0, 999);
+    ok = f.has_value();
+    std::uint64_t f_ms = ok ? *f : 0;
+    for (std::size_t i = frac.size(); i < 3; ++i) f_ms *= 10;
+    ms += f_ms;
+  }
+  if (!ok || ms < min_ms || ms > max_ms) {
+    error = "--" + std::string(name) + " wants seconds (up to 3 decimals) in " +
+            std::to_string(min_ms / 1000.0).substr(0, 5) + ".." + std::to_string(max_ms / 1000) +
+            ", got '" + std::string(t) + "'";
+    return false;
+  }
+  out_ms = ms;
+  return true;
+}
+
+bool parse_ipv4(std::string_view text, std::uint32_t& out) {
+  std::uint32_t v = 0;
+  for (int part = 0; part < 4; ++part) {
+    const auto dot = text.find('.');
+    if ((part < 3) == (dot == std::string_view::npos)) return false;
+    const auto n = tern::app::parse_uint(text.substr(0, dot), 0, 255);
+    if (!n) return false;
+    v = (v << 8) | static_cast<std::uint32_t>(*n);
+    text = part < 3 ? text.substr(dot + 1) : std::string_view{};
+  }
+  out = v;
+  return true;
+}
+
+bool parse_runtime(const CommandLine& cl, Config& c, std::string& error) {
+  if (const auto d = cl.value("driver")) {
+    if (*d == "socket") {
+      c.driver = rt::DriverKind::socket;
+    } else if (*d == "uring") {
+      c.driver = rt::DriverKind::uring;
+    } else {
+      error = "--driver wants socket or uring, got '" + std::string(*d) + "'";
+      return false;
+    }
+  }
+  if (const auto i = cl.value("idle")) {
+    if (*i == "wait") {
+      c.idle = rt::IdlePolicy::wait_deadline;
+    } else if (*i == "busy") {
+      c.idle = rt::IdlePolicy::busy_poll;
+    } else {
+      error = "--idle wants wait or busy, got '" + std::string(*i) + "'";
+      return false;
+    }
+  }
+  return true;
+}
+
+bool parse_delivery(const CommandLine& cl, Config& c, std::string& error) {
+  const auto d = cl.value("delivery");
+  if (!d) return true;
+  if (*d == "reliable") {
+    c.delivery = DeliveryMode::reliable;
+  } else if (*d == "unreliable") {
+    c.delivery = DeliveryMode::unreliable;
+  } else if (*d == "unsequenced") {
+    c.delivery = DeliveryMode::unsequenced;
+  } else if (*d == "mix") {
+    c.delivery = DeliveryMode::mix;
+  } else {
+    error =
+        "--delivery wants reliable, unreliable, unsequenced or mix, got '" + std::string(*d) + "'";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+const char* to_string(DeliveryMode m) {
+  switch (m) {
+    case DeliveryMode::reliable: return "reliable";
+    case DeliveryMode::unreliable: return "unreliable";
+    case DeliveryMode::unsequenced: return "unsequenced";
+    case DeliveryMode::mix: return "mix";
+  }
+  return "?";
+}
+
+bool parse_sources(std::string_view cidr, std::size_t limit, std::vector<std::uint32_t>& out) {
+  out.clear();
+  const auto slash = cidr.find('/');
+  std::uint32_t base = 0;
+  std::uint64_t prefix = 32;
+  if (slash != std::string_view::npos) {
+    const auto p = tern::app::parse_uint(cidr.substr(slash + 1), 0, 32);
+    if (!p) return false;
+    prefix = *p;
+  }
+  if (!parse_ipv4(cidr.substr(0, slash), base)) return false;
+  const std::uint64_t block = std::uint64_t{1} << (32 - prefix);
+  const std::uint32_t network =
+      prefix == 0 ? 0 : base & static_cast<std::uint32_t>(~std::uint64_t{0} << (32 - prefix));
+  // /31 and /32 have no network or broadcast address to skip.
+  const std::uint64_t first = block > 2 ? 1 : 0;
+  const std::uint64_t last = block > 2 ? block - 2 : block - 1;
+  for (std::uint64_t i = first; i <= last && out.size() < limit; ++i) {
+    out.push_back(static_cast<std::uint32_t>(network + i));
+  }
+  return !out.empty();
+}
+
+bool parse_config(int argc, const char* const* argv, Config& c, std::string& error) {
+  CommandLine cl;
+  if (!cl.parse(argc, argv, kFlags, error)) return false;
+  if (cl.has("help")) {
+    c.help = true;
+    return true;
+  }
+  const auto target_text = cl.value("target");
+  if (!target_text) {
+    error = "need --target HOST:PORT";
+    return false;
+  }
+  const auto target = tern::Endpoint::parse(*target_text);
+  if (!target || target->port == 0 || target->is_unspecified()) {
+    error = "--target wants a concrete HOST:PORT, got '" + std::string(*target_text) + "'";
+    return false;
+  }
+  c.target = *target;
+  c.broadcast = cl.has("broadcast");
+  c.quiet = cl.has("quiet");
+  if (const auto j = cl.value("json")) {
+    if (j->empty()) {
+      error = "--json wants a file name";
+      return false;
+    }
+    c.json_path = std::string(*j);
+  }
+  if (!(parse_runtime(cl, c, error) && parse_delivery(cl, c, error) &&
+        read_uint(cl, "clients", 1, std::uint64_t{1} << 20, c.clients, error) &&
+        read_uint(cl, "room-size", 1, 4096, c.room_size, error) &&
+        read_uint(cl, "rate", 0, 100000, c.rate_hz, error) &&
+        read_uint(cl, "size", kMinSize, kMaxSize, c.size, error) &&
+        read_seconds(cl, "duration", 1, kDayMs, c.duration_ms, error) &&
+        read_seconds(cl, "warmup", 0, kDayMs, c.warmup_ms, error) &&
+        read_uint(cl, "channels", 1, 255, c.channels, error) &&
+        read_uint(cl, "shards", 1, 1024, c.shards, error) &&
+        read_uint(cl, "first-room", 0, 0xffffffffu, c.first_room, error) &&
+        read_uint(cl, "timeout-ms", 1, kDayMs, c.timeout_ms, error))) {
+    return false;
+  }
+  const std::uint64_t rooms = (c.clients + c.room_size - 1) / c.room_size;
+  if (std::uint64_t{c.first_room} + rooms - 1 > 0xffffffffu) {
+    error = "--first-room " + std::to_string(c.first_room) + " leaves no room numbers for " +
+            std::to_string(rooms) + " rooms (connect data is 32 bits)";
+    return false;
+  }
+  if (const auto s = cl.value("sources")) {
+    c.sources_text = std::string(*s);
+    if (!parse_sources(*s, 64, c.sources)) {
+      error = "--sources wants an IPv4 block like 127.0.0.0/24, got '" + std::string(*s) + "'";
+      return false;
+    }
+    if (!c.target.is_v4()) {
+      error = "--sources are IPv4 addresses, but --target is IPv6";
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace tern::loadgen

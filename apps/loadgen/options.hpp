@@ -1,0 +1,62 @@
+// tern-loadgen's command line: what one run is configured with.
+#pragma once
+
+#include "shard.hpp"
+
+#include <tern/endpoint.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tern::loadgen {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+
+extern const char* const kUsage;
+
+// The payload header every message starts with (little endian):
+//   [0, 4) sender's global client id, [4, 8) sequence number (per sender),
+//   [8, 16) send time in steady-clock nanoseconds, [16] delivery tag (tern::Delivery value).
+inline constexpr std::size_t kHeaderBytes = 17;
+inline constexpr std::size_t kMinSize = 24;
+inline constexpr std::size_t kMaxSize = std::size_t{1} << 20;
+
+enum class DeliveryMode : std::uint8_t { reliable, unreliable, unsequenced, mix };
+
+const char* to_string(DeliveryMode m);
+
+struct Config {
+  bool help = false;
+  tern::Endpoint target;
+  std::size_t clients = 100;
+  std::size_t room_size = 8;
+  std::uint64_t rate_hz = 30;  // messages per second per sending client (0: connect, stay idle)
+  std::size_t size = 64;
+  std::uint64_t duration_ms = 5000;
+  std::uint64_t warmup_ms = 1000;
+  DeliveryMode delivery = DeliveryMode::reliable;
+  std::uint32_t channels = 1;
+  std::string sources_text;            // as given, for the report
+  std::vector<std::uint32_t> sources;  // IPv4, host order; empty: wildcard bind
+  std::size_t shards = 1;
+  rt::DriverKind driver = rt::DriverKind::socket;
+  rt::IdlePolicy idle = rt::IdlePolicy::wait_deadline;
+  std::string json_path;
+  std::uint32_t first_room = 1;
+  bool broadcast = false;
+  std::uint64_t timeout_ms = 10000;
+  bool quiet = false;
+};
+
+// False with a one-line reason on any bad command line.
+bool parse_config(int argc, const char* const* argv, Config& config, std::string& error);
+
+// "10.0.0.0/24" -> up to `limit` host addresses of the block (network address and, for
+// prefixes up to /30, the broadcast address skipped). False when malformed or not IPv4.
+bool parse_sources(std::string_view cidr, std::size_t limit, std::vector<std::uint32_t>& out);
+
+}  // namespace tern::loadgen

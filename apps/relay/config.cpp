@@ -1,0 +1,218 @@
+// TOML → RelayConfig. Every key is checked for type and range, unknown keys are errors (a
+// misspelt limit silently left at its default is worse than a refusal to start), and every
+// message names the file, the key and the reason.
+#include "config.hpp"
+
+#include <toml++/toml.h>
+
+#include <charconv>
+#include <sstream>
+
+namespace tern::relay {
+
+namespace {
+
+class Reader {
+ public:
+  Reader(const std::string& file, std::string& error) : file_(file), error_(error) {}
+
+  bool fail(const std::string& key, const std::string& why) {
+    if (error_.empty()) error_ = file_ + ": " + key + ": " + why;
+    return false;
+  }
+
+  // Integer key in [min, max]; absent keys leave `out` alone.
+  template <class T>
+  bool integer(const toml::table& t, const std::string& table, const char* key, T& out,
+               std::int64_t min, std::int64_t max) {
+    const toml::node* n = t.get(key);
+    if (n == nullptr) return true;
+    const std::string name = table + "." + key;
+    const auto v = n->value_exact<std::int64_t>();
+    if (!v) return fail(name, "must be an integer");
+    if (*v < min || *v > max) {
+      return fail(name, "must be between " + std::to_string(min) + " and " + std::to_string(max));
+    }
+    out = static_cast<T>(*v);
+    return true;
+  }
+
+  bool string(const toml::table& t, const std::string& table, const char* key, std::string& out) {
+    const toml::node* n = t.get(key);
+    if (n == nullptr) return true;
+    const auto v = n->value_exact<std::string>();
+    if (!v) return fail(table + "." + key, "must be a string");
+    out = *v;
+    return true;
+  }
+
+  bool boolean(const toml::table& t, const std::string& table, const char* key, bool& out) {
+    const toml::node* n = t.get(key);
+    if (n == nullptr) return true;
+    const auto v = n->value_exact<bool>();
+    if (!v) return fail(table + "." + key, "must be true or false");
+    out = *v;
+    return true;
+  }
+
+  bool endpoint(const toml::table& t, const std::string& table, const char* key, Endpoint& out) {
+    std::string text;
+    if (t.get(key) == nullptr) return true;
+    if (!string(t, table, key, text)) return false;
+    const auto e = Endpoint::parse(text);
+    if (!e) return fail(table + "." + key, "'" + text + "' is not HOST:PORT");
+    out = *e;
+    return true;
+  }
+
+  // Every key of `t` must be one of `known`.
+  bool only(const toml::table& t, const std::string& table,
+            std::initializer_list<std::string_view> known) {
+    for (const auto& [k, v] : t) {
+      bool found = false;
+      for (std::string_view name : known) found = found || k.str() == name;
+      if (!found) {
+        return fail(table.empty() ? std::string(k.str()) : table + "." + std::string(k.str()),
+                    "unknown key");
+      }
+    }
+    return true;
+  }
+
+  const toml::table* section(const toml::table& root, const char* name) {
+    const toml::node* n = root.get(name);
+    if (n == nullptr) return nullptr;
+    if (!n->is_table()) {
+      fail(name, "must be a table ([" + std::string(name) + "])");
+      return nullptr;
+    }
+    return n->as_table();
+  }
+
+ private:
+  const std::string& file_;
+  std::string& error_;
+};
+
+}  // namespace
+
+bool parse_room_range(const std::string& text, RoomRange& out) {
+  const auto dash = text.find('-');
+  const std::string a = text.substr(0, dash);
+  const std::string b = dash == std::string::npos ? a : text.substr(dash + 1);
+  auto number = [](const std::string& s, std::uint32_t& v) {
+    if (s.empty()) return false;
+    const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+    return r.ec == std::errc() && r.ptr == s.data() + s.size();
+  };
+  RoomRange r;
+  if (!number(a, r.first) || !number(b, r.last) || r.first == 0 || r.last < r.first) return false;
+  out = r;
+  return true;
+}
+
+bool load_config_file(const std::string& path, RelayConfig& config, std::string& error) {
+  toml::table root;
+  try {
+    root = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream msg;
+    msg << path << ":" << e.source().begin.line << ":" << e.source().begin.column << ": "
+        << e.description();
+    error = msg.str();
+    return false;
+  }
+  Reader r(path, error);
+  if (!r.only(root, "", {"relay", "limits", "rooms", "metrics", "shutdown"})) return false;
+  RelayConfig c = config;
+
+  if (const toml::table* t = r.section(root, "relay")) {
+    if (!r.only(*t, "relay", {"listen", "shards", "driver", "idle", "pin"})) return false;
+    if (!r.endpoint(*t, "relay", "listen", c.listen)) return false;
+    if (!r.integer(*t, "relay", "shards", c.shards, 0, 256)) return false;
+    if (!r.string(*t, "relay", "driver", c.driver)) return false;
+    if (c.driver != "socket" && c.driver != "uring") {
+      return r.fail("relay.driver", "must be \"socket\" or \"uring\", not \"" + c.driver + "\"");
+    }
+    if (!r.string(*t, "relay", "idle", c.idle)) return false;
+    if (c.idle != "wait" && c.idle != "busy") {
+      return r.fail("relay.idle", "must be \"wait\" or \"busy\", not \"" + c.idle + "\"");
+    }
+    if (!r.boolean(*t, "relay", "pin", c.pin)) return false;
+  } else if (!error.empty()) {
+    return false;
+  }
+
+  if (const toml::table* t = r.section(root, "limits")) {
+    if (!r.only(*t, "limits",
+                {"peers", "room_size", "channels", "message_rate", "peer_bandwidth",
+                 "incoming_bandwidth", "outgoing_bandwidth", "message_size"})) {
+      return false;
+    }
+    if (!r.integer(*t, "limits", "peers", c.max_peers, 1, 10'000'000)) return false;
+    if (!r.integer(*t, "limits", "room_size", c.max_room_size, 2, 65536)) return false;
+    if (!r.integer(*t, "limits", "channels", c.channels, 1, 255)) return false;
+    if (!r.integer(*t, "limits", "message_rate", c.max_message_rate, 0, 10'000'000)) return false;
+    if (!r.integer(*t, "limits", "peer_bandwidth", c.max_peer_bandwidth, 0, 4'000'000'000)) {
+      return false;
+    }
+    if (!r.integer(*t, "limits", "incoming_bandwidth", c.incoming_bandwidth, 0, 4'000'000'000)) {
+      return false;
+    }
+    if (!r.integer(*t, "limits", "outgoing_bandwidth", c.outgoing_bandwidth, 0, 4'000'000'000)) {
+      return false;
+    }
+    if (!r.integer(*t, "limits", "message_size", c.max_message_size, 1, 32 << 20)) return false;
+  } else if (!error.empty()) {
+    return false;
+  }
+
+  if (const toml::table* t = r.section(root, "rooms")) {
+    if (!r.only(*t, "rooms", {"broadcast"})) return false;
+    if (const toml::node* n = t->get("broadcast")) {
+      const toml::array* a = n->as_array();
+      if (a == nullptr) return r.fail("rooms.broadcast", "must be an array of \"A-B\" strings");
+      c.broadcast_rooms.clear();
+      for (std::size_t i = 0; i < a->size(); ++i) {
+        const auto s = (*a)[i].value_exact<std::string>();
+        RoomRange range;
+        if (!s || !parse_room_range(*s, range)) {
+          return r.fail("rooms.broadcast[" + std::to_string(i) + "]",
+                        "must be \"FIRST-LAST\" with 1 <= FIRST <= LAST < 2^32");
+        }
+        c.broadcast_rooms.push_back(range);
+      }
+    }
+  } else if (!error.empty()) {
+    return false;
+  }
+
+  if (const toml::table* t = r.section(root, "metrics")) {
+    if (!r.only(*t, "metrics", {"listen"})) return false;
+    std::string text;
+    if (!r.string(*t, "metrics", "listen", text)) return false;
+    if (text.empty()) {
+      c.metrics.reset();
+    } else {
+      const auto e = Endpoint::parse(text);
+      if (!e) return r.fail("metrics.listen", "'" + text + "' is not HOST:PORT");
+      c.metrics = *e;
+    }
+  } else if (!error.empty()) {
+    return false;
+  }
+
+  if (const toml::table* t = r.section(root, "shutdown")) {
+    if (!r.only(*t, "shutdown", {"drain_timeout_ms"})) return false;
+    if (!r.integer(*t, "shutdown", "drain_timeout_ms", c.drain_timeout_ms, 0, 600'000)) {
+      return false;
+    }
+  } else if (!error.empty()) {
+    return false;
+  }
+
+  config = c;
+  return true;
+}
+
+}  // namespace tern::relay

@@ -1,0 +1,48 @@
+// tern-relay's configuration: a TOML file (config/relay.toml documents every key) and the
+// command-line flags that override it.
+#pragma once
+
+#include <tern/endpoint.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tern::relay {
+
+struct RoomRange {
+  std::uint32_t first = 0;
+  std::uint32_t last = 0;
+  bool contains(std::uint32_t room) const { return room >= first && room <= last; }
+};
+
+struct RelayConfig {
+  Endpoint listen = Endpoint::v4(0, 7777);
+  std::size_t shards = 0;  // 0 = one per CPU
+  std::string driver = "socket";
+  std::string idle = "wait";
+  bool pin = true;
+  std::optional<Endpoint> metrics;  // HTTP /metrics; none = off
+
+  std::size_t max_peers = 4096;  // whole relay
+  std::uint32_t max_room_size = 64;
+  std::uint32_t channels = 255;
+  std::uint32_t max_message_rate = 0;    // messages/s per peer, 0 = unlimited
+  std::uint32_t max_peer_bandwidth = 0;  // incoming bytes/s per peer, 0 = unlimited
+  std::uint32_t incoming_bandwidth = 0;  // ENet host bandwidth limits (bytes/s), 0 = off
+  std::uint32_t outgoing_bandwidth = 0;
+  std::uint32_t max_message_size = 1 << 20;
+
+  std::vector<RoomRange> broadcast_rooms;
+  std::uint32_t drain_timeout_ms = 5000;
+};
+
+// Reads `path` into `config`. On failure returns false and `error` names the file, the key and
+// the reason ("relay.toml: limits.room_size: must be between 2 and 65536").
+bool load_config_file(const std::string& path, RelayConfig& config, std::string& error);
+
+// "A-B" or "A" into a range; false on anything else.
+bool parse_room_range(const std::string& text, RoomRange& out);
+
+}  // namespace tern::relay

@@ -1,0 +1,438 @@
+// The relay's per-shard room bookkeeping and fan-out.
+#include "relay.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+#include <thread>
+#include <unordered_map>
+
+namespace tern::relay {
+
+namespace {
+
+// Cross-shard message kinds, in the top byte of ShardMessage::tag; the sending shard sits in
+// bits 32..47 and the room in the low 32 bits.
+enum Kind : std::uint64_t {
+  kJoin = 1,    // peer (on the sending shard) joined the room; data = its join order
+  kLeave = 2,   // peer left the room
+  kFanout = 3,  // deliver the packet to every local member of the room
+  kToPeer = 4,  // deliver the packet to `peer` (the streamer of a broadcast room) only
+};
+
+std::uint64_t make_tag(Kind kind, std::size_t shard, std::uint32_t room) {
+  return (std::uint64_t{kind} << 56) | (std::uint64_t{shard & 0xffff} << 32) | room;
+}
+Kind tag_kind(std::uint64_t tag) { return static_cast<Kind>(tag >> 56); }
+std::size_t tag_shard(std::uint64_t tag) { return static_cast<std::size_t>((tag >> 32) & 0xffff); }
+std::uint32_t tag_room(std::uint64_t tag) { return static_cast<std::uint32_t>(tag); }
+
+constexpr const char* kDropNames[] = {
+#define TERN_RELAY_DROP_NAME(name, text) #name,
+    TERN_RELAY_DROPS(TERN_RELAY_DROP_NAME)
+#undef TERN_RELAY_DROP_NAME
+};
+constexpr const char* kDropHelp[] = {
+#define TERN_RELAY_DROP_HELP(name, text) text,
+    TERN_RELAY_DROPS(TERN_RELAY_DROP_HELP)
+#undef TERN_RELAY_DROP_HELP
+};
+
+void bump(std::atomic<std::uint64_t>& a, std::uint64_t by = 1) {
+  a.store(a.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+const char* relay_drop_name(RelayDrop d) { return kDropNames[static_cast<std::size_t>(d)]; }
+const char* relay_drop_help(RelayDrop d) { return kDropHelp[static_cast<std::size_t>(d)]; }
+
+// One member of a broadcast room anywhere in the relay; the smallest join order streams.
+struct Streamer {
+  std::uint32_t order = 0;
+  std::uint32_t shard = 0;
+  PeerHandle peer;
+};
+
+struct Room {
+  std::vector<PeerHandle> local;        // members on this shard
+  std::vector<std::uint32_t> on_shard;  // members per shard (this one included)
+  std::uint32_t total = 0;              // members on all shards
+  bool broadcast = false;
+  std::vector<Streamer> members;  // broadcast rooms only, every shard's members
+
+  const Streamer* streamer() const {
+    const Streamer* first = nullptr;
+    for (const Streamer& m : members) {
+      if (first == nullptr || static_cast<std::int32_t>(m.order - first->order) < 0) first = &m;
+    }
+    return first;
+  }
+};
+
+// Per peer slot of this shard's core: which room, and the token buckets of the limits.
+struct Member {
+  PeerHandle peer;
+  std::uint32_t room = 0;
+  std::uint32_t order = 0;
+  bool counted = false;  // holds one of the relay's max_peers places
+  double messages = 0;   // tokens: messages this peer may still send now
+  double bytes = 0;
+  std::uint64_t refilled_us = 0;
+};
+
+struct Relay::ShardState {
+  std::unordered_map<std::uint32_t, Room> rooms;
+  std::vector<Member> members;  // by PeerHandle::slot
+  std::size_t shard_count = 1;
+
+  Member* member(PeerHandle p) {
+    if (p.slot >= members.size() || members[p.slot].peer != p) return nullptr;
+    return &members[p.slot];
+  }
+};
+
+Relay::Relay(const RelayConfig& config)
+    : config_(config), group_([&] {
+        rt::ShardGroupOptions o;
+        o.bind = config.listen;
+        o.shards = config.shards != 0 ? config.shards : std::thread::hardware_concurrency();
+        o.driver = config.driver == "uring" ? rt::DriverKind::uring : rt::DriverKind::socket;
+        o.idle = config.idle == "busy" ? rt::IdlePolicy::busy_poll : rt::IdlePolicy::wait_deadline;
+        o.pin = config.pin;
+        // Each shard may hold every peer (the kernel's hash need not be even); the relay-wide
+        // limit is enforced on connect across shards.
+        o.host.peer_limit = config.max_peers;
+        o.host.channel_limit = config.channels;
+        o.host.incoming_bandwidth = config.incoming_bandwidth;
+        o.host.outgoing_bandwidth = config.outgoing_bandwidth;
+        o.host.max_packet_size = std::max<std::uint32_t>(config.max_message_size, 1);
+        return o;
+      }()) {
+  const std::size_t n = std::max<std::size_t>(
+      1, config.shards != 0 ? config.shards : std::thread::hardware_concurrency());
+  for (std::size_t i = 0; i < n; ++i) {
+    auto st = std::make_unique<ShardState>();
+    st->shard_count = n;
+    st->members.resize(std::min<std::size_t>(config.max_peers, 65536));
+    state_.push_back(std::move(st));
+    stats_.push_back(std::make_unique<RelayShardStats>());
+  }
+  group_.set_event_handler([this](rt::Shard& s, Event& ev) { on_event(s, ev); });
+  group_.set_message_handler([this](rt::Shard& s, rt::ShardMessage& m) { on_message(s, m); });
+}
+
+Relay::~Relay() { group_.stop(std::chrono::milliseconds(0)); }
+
+bool Relay::start(std::string& error) { return group_.start(error); }
+
+bool Relay::stop() { return group_.stop(std::chrono::milliseconds(config_.drain_timeout_ms)); }
+
+void Relay::on_event(rt::Shard& s, Event& ev) {
+  ShardState& st = *state_[s.index()];
+  RelayShardStats& stats = *stats_[s.index()];
+  auto drop = [&](RelayDrop d) { bump(stats.drops[static_cast<std::size_t>(d)]); };
+  const std::size_t me = s.index();
+
+  switch (ev.type) {
+    case EventType::connect: {
+      if (ev.peer.slot >= st.members.size()) st.members.resize(ev.peer.slot + 1);
+      Member& m = st.members[ev.peer.slot];
+      m = Member{};
+      m.peer = ev.peer;
+      if (peers_.fetch_add(1, std::memory_order_relaxed) >= config_.max_peers) {
+        peers_.fetch_sub(1, std::memory_order_relaxed);
+        drop(RelayDrop::peer_limit);
+        s.core().disconnect(ev.peer, 0);
+        return;
+      }
+      m.counted = true;
+      m.refilled_us = s.now_us();
+      m.messages = config_.max_message_rate;
+      m.bytes = config_.max_peer_bandwidth;
+      const std::uint32_t room_id = ev.data;
+      if (room_id == 0) return;
+      Room& room = st.rooms[room_id];
+      if (room.total >= config_.max_room_size) {
+        if (room.total == 0) st.rooms.erase(room_id);
+        drop(RelayDrop::room_full);
+        s.core().disconnect(ev.peer, 1);
+        return;
+      }
+      if (room.on_shard.empty()) {
+        room.on_shard.assign(st.shard_count, 0);
+        room.broadcast = std::any_of(config_.broadcast_rooms.begin(), config_.broadcast_rooms.end(),
+                                     [&](const RoomRange& r) { return r.contains(room_id); });
+      }
+      m.room = room_id;
+      m.order = join_order_.fetch_add(1, std::memory_order_relaxed);
+      room.local.push_back(ev.peer);
+      ++room.on_shard[me];
+      ++room.total;
+      if (room.broadcast) {
+        room.members.push_back(Streamer{m.order, static_cast<std::uint32_t>(me), ev.peer});
+      }
+      bump(stats.members);
+      stats.rooms.store(st.rooms.size(), std::memory_order_relaxed);
+      for (std::size_t t = 0; t < st.shard_count; ++t) {
+        if (t == me) continue;
+        rt::ShardMessage msg;
+        msg.tag = make_tag(kJoin, me, room_id);
+        msg.peer = ev.peer;
+        msg.data = m.order;
+        // Membership must not be lost: a full ring here is retried by nobody, so count it.
+        if (!s.send_to_shard(t, std::move(msg))) drop(RelayDrop::cross_shard_full);
+      }
+      return;
+    }
+
+    case EventType::disconnect: {
+      Member* m = st.member(ev.peer);
+      if (m == nullptr) return;
+      if (m->counted) peers_.fetch_sub(1, std::memory_order_relaxed);
+      const std::uint32_t room_id = m->room;
+      m->peer = PeerHandle{};
+      if (room_id == 0) return;
+      auto it = st.rooms.find(room_id);
+      if (it == st.rooms.end()) return;
+      Room& room = it->second;
+      std::erase(room.local, ev.peer);
+      --room.on_shard[me];
+      --room.total;
+      if (room.broadcast) {
+        std::erase_if(room.members,
+                      [&](const Streamer& x) { return x.shard == me && x.peer == ev.peer; });
+      }
+      if (room.total == 0) st.rooms.erase(it);
+      stats.members.store(stats.members.load(std::memory_order_relaxed) - 1,
+                          std::memory_order_relaxed);
+      stats.rooms.store(st.rooms.size(), std::memory_order_relaxed);
+      for (std::size_t t = 0; t < st.shard_count; ++t) {
+        if (t == me) continue;
+        rt::ShardMessage msg;
+        msg.tag = make_tag(kLeave, me, room_id);
+        msg.peer = ev.peer;
+        if (!s.send_to_shard(t, std::move(msg))) drop(RelayDrop::cross_shard_full);
+      }
+      return;
+    }
+
+    case EventType::receive: {
+      Member* m = st.member(ev.peer);
+      if (m == nullptr || m->room == 0) return drop(RelayDrop::no_room);
+      if (ev.packet.size() > config_.max_message_size) return drop(RelayDrop::too_large);
+      if (config_.max_message_rate != 0 || config_.max_peer_bandwidth != 0) {
+        const std::uint64_t now = s.now_us();
+        const double seconds = static_cast<double>(now - m->refilled_us) / 1e6;
+        m->refilled_us = now;
+        if (config_.max_message_rate != 0) {
+          m->messages = std::min<double>(config_.max_message_rate,
+                                         m->messages + seconds * config_.max_message_rate);
+          if (m->messages < 1) return drop(RelayDrop::rate_limited);
+        }
+        if (config_.max_peer_bandwidth != 0) {
+          m->bytes = std::min<double>(config_.max_peer_bandwidth,
+                                      m->bytes + seconds * config_.max_peer_bandwidth);
+          if (m->bytes < static_cast<double>(ev.packet.size())) {
+            return drop(RelayDrop::bandwidth_limited);
+          }
+          m->bytes -= static_cast<double>(ev.packet.size());
+        }
+        if (config_.max_message_rate != 0) m->messages -= 1;
+      }
+      auto it = st.rooms.find(m->room);
+      if (it == st.rooms.end()) return;
+      Room& room = it->second;
+      bump(stats.messages_in);
+      std::uint64_t copies = 0;
+
+      if (room.broadcast) {
+        const Streamer* first = room.streamer();
+        if (first != nullptr && !(first->shard == me && first->peer == ev.peer)) {
+          // A spectator speaks: only the streamer hears it.
+          if (first->shard == me) {
+            if (s.core().send(first->peer, ev.channel, ev.delivery, ev.packet) == SendResult::ok) {
+              ++copies;
+            } else {
+              drop(RelayDrop::send_failed);
+            }
+          } else {
+            rt::ShardMessage msg;
+            msg.tag = make_tag(kToPeer, me, m->room);
+            msg.peer = first->peer;
+            msg.channel = ev.channel;
+            msg.delivery = ev.delivery;
+            msg.packet = ev.packet;
+            if (!s.send_to_shard(first->shard, std::move(msg))) {
+              drop(RelayDrop::cross_shard_full);
+            }
+          }
+          bump(stats.copies_out, copies);
+          return;
+        }
+      }
+      for (const PeerHandle& to : room.local) {
+        if (to == ev.peer) continue;
+        if (s.core().send(to, ev.channel, ev.delivery, ev.packet) == SendResult::ok) {
+          ++copies;
+        } else {
+          drop(RelayDrop::send_failed);
+        }
+      }
+      for (std::size_t t = 0; t < st.shard_count; ++t) {
+        if (t == me || room.on_shard[t] == 0) continue;
+        rt::ShardMessage msg;
+        msg.tag = make_tag(kFanout, me, m->room);
+        msg.channel = ev.channel;
+        msg.delivery = ev.delivery;
+        msg.packet = ev.packet;  // one more reference, not a copy
+        if (!s.send_to_shard(t, std::move(msg))) drop(RelayDrop::cross_shard_full);
+      }
+      bump(stats.copies_out, copies);
+      return;
+    }
+
+    default: return;
+  }
+}
+
+void Relay::on_message(rt::Shard& s, rt::ShardMessage& m) {
+  ShardState& st = *state_[s.index()];
+  RelayShardStats& stats = *stats_[s.index()];
+  const std::uint32_t room_id = tag_room(m.tag);
+  const std::size_t from = tag_shard(m.tag);
+  switch (tag_kind(m.tag)) {
+    case kJoin: {
+      Room& room = st.rooms[room_id];
+      if (room.on_shard.empty()) {
+        room.on_shard.assign(st.shard_count, 0);
+        room.broadcast = std::any_of(config_.broadcast_rooms.begin(), config_.broadcast_rooms.end(),
+                                     [&](const RoomRange& r) { return r.contains(room_id); });
+      }
+      if (from < room.on_shard.size()) ++room.on_shard[from];
+      ++room.total;
+      if (room.broadcast) {
+        room.members.push_back(Streamer{m.data, static_cast<std::uint32_t>(from), m.peer});
+      }
+      stats.rooms.store(st.rooms.size(), std::memory_order_relaxed);
+      return;
+    }
+    case kLeave: {
+      auto it = st.rooms.find(room_id);
+      if (it == st.rooms.end()) return;
+      Room& room = it->second;
+      if (from < room.on_shard.size() && room.on_shard[from] > 0) --room.on_shard[from];
+      if (room.total > 0) --room.total;
+      if (room.broadcast) {
+        std::erase_if(room.members,
+                      [&](const Streamer& x) { return x.shard == from && x.peer == m.peer; });
+      }
+      if (room.total == 0) st.rooms.erase(it);
+      stats.rooms.store(st.rooms.size(), std::memory_order_relaxed);
+      return;
+    }
+    case kFanout: {
+      auto it = st.rooms.find(room_id);
+      if (it == st.rooms.end()) return;
+      std::uint64_t copies = 0;
+      for (const PeerHandle& to : it->second.local) {
+        if (s.core().send(to, m.channel, m.delivery, m.packet) == SendResult::ok) {
+          ++copies;
+        } else {
+          bump(stats.drops[static_cast<std::size_t>(RelayDrop::send_failed)]);
+        }
+      }
+      bump(stats.copies_out, copies);
+      return;
+    }
+    case kToPeer: {
+      if (st.member(m.peer) == nullptr) return;  // the streamer left meanwhile
+      if (s.core().send(m.peer, m.channel, m.delivery, std::move(m.packet)) == SendResult::ok) {
+        bump(stats.copies_out);
+      } else {
+        bump(stats.drops[static_cast<std::size_t>(RelayDrop::send_failed)]);
+      }
+      return;
+    }
+  }
+}
+
+std::uint64_t Relay::drops(RelayDrop d) const {
+  std::uint64_t n = 0;
+  for (const auto& s : stats_) n += s->drops[static_cast<std::size_t>(d)].load();
+  return n;
+}
+
+std::uint64_t Relay::messages_in() const {
+  std::uint64_t n = 0;
+  for (const auto& s : stats_) n += s->messages_in.load();
+  return n;
+}
+
+std::uint64_t Relay::copies_out() const {
+  std::uint64_t n = 0;
+  for (const auto& s : stats_) n += s->copies_out.load();
+  return n;
+}
+
+std::uint64_t Relay::rooms() const { return stats_.empty() ? 0 : stats_[0]->rooms.load(); }
+
+std::string Relay::metrics_text() const {
+  std::ostringstream o;
+  const std::size_t n = group_.size();
+  auto family = [&](const char* name, const char* type, const char* help) {
+    o << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
+  };
+  auto per_shard = [&](const char* name, const char* type, const char* help, auto value) {
+    family(name, type, help);
+    for (std::size_t i = 0; i < n; ++i) o << name << "{shard=\"" << i << "\"} " << value(i) << '\n';
+  };
+  per_shard("tern_relay_peers", "gauge", "Connections the shard's protocol core holds.",
+            [&](std::size_t i) { return group_.counters(i).peers; });
+  family("tern_relay_rooms", "gauge", "Rooms with at least one member.");
+  o << "tern_relay_rooms " << rooms() << '\n';
+  per_shard("tern_relay_datagrams_in_total", "counter", "UDP datagrams received.",
+            [&](std::size_t i) { return group_.counters(i).datagrams_in; });
+  per_shard("tern_relay_datagrams_out_total", "counter", "UDP datagrams sent.",
+            [&](std::size_t i) { return group_.counters(i).datagrams_out; });
+  per_shard("tern_relay_bytes_in_total", "counter", "UDP payload bytes received.",
+            [&](std::size_t i) { return group_.counters(i).bytes_in; });
+  per_shard("tern_relay_bytes_out_total", "counter", "UDP payload bytes sent.",
+            [&](std::size_t i) { return group_.counters(i).bytes_out; });
+  per_shard("tern_relay_messages_in_total", "counter", "Messages accepted from members.",
+            [&](std::size_t i) { return stats_[i]->messages_in.load(); });
+  per_shard("tern_relay_messages_relayed_total", "counter", "Copies forwarded to members.",
+            [&](std::size_t i) { return stats_[i]->copies_out.load(); });
+  per_shard("tern_relay_protocol_drops_total", "counter",
+            "Datagrams and commands the protocol core refused (malformed, unknown peer, caps).",
+            [&](std::size_t i) { return group_.counters(i).drops; });
+  family("tern_relay_drops_total", "counter",
+         "Messages and connects the relay refused, by reason.");
+  for (std::size_t d = 0; d < kRelayDropCount; ++d) {
+    std::uint64_t v = 0;
+    for (const auto& s : stats_) v += s->drops[d].load();
+    o << "tern_relay_drops_total{reason=\"" << kDropNames[d] << "\"} " << v << '\n';
+  }
+  family("tern_relay_loop_seconds", "histogram",
+         "Time each poll iteration of a shard spent working (sleep excluded).");
+  for (std::size_t i = 0; i < n; ++i) {
+    const rt::ShardCounters c = group_.counters(i);
+    std::uint64_t cumulative = 0;
+    for (std::size_t b = 0; b < rt::kLoopTimeBuckets; ++b) {
+      cumulative += c.loop_time[b];
+      o << "tern_relay_loop_seconds_bucket{shard=\"" << i << "\",le=\"";
+      if (b + 1 == rt::kLoopTimeBuckets) {
+        o << "+Inf";
+      } else {
+        o << static_cast<double>(rt::loop_time_bucket_bound_us(b)) / 1e6;
+      }
+      o << "\"} " << cumulative << '\n';
+    }
+    o << "tern_relay_loop_seconds_sum{shard=\"" << i << "\"} "
+      << static_cast<double>(c.loop_time_us) / 1e6 << '\n';
+    o << "tern_relay_loop_seconds_count{shard=\"" << i << "\"} " << cumulative << '\n';
+  }
+  return o.str();
+}
+
+}  // namespace tern::relay

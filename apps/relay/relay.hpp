@@ -1,0 +1,92 @@
+// tern::relay::Relay: rooms on the sharded runtime.
+//
+// A client joins the room named by its connect data (0 = none). Every message a member sends
+// goes to every other member on the same channel with the same delivery, payload untouched and
+// stored once however many copies leave. Members of one room may sit on different shards: each
+// shard keeps its own members of every room plus how many each other shard has, learned from
+// join/leave messages on the cross-shard rings, and forwards a message once per other shard
+// that has members; that shard fans it out to its own. In broadcast rooms only the earliest
+// member still present (the streamer) reaches everyone; the others reach the streamer only.
+#pragma once
+
+#include "config.hpp"
+#include "shard.hpp"
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tern::relay {
+
+#define TERN_RELAY_DROPS(X)                                            \
+  X(no_room, "message from a client that joined no room")              \
+  X(room_full, "connect refused: the room is at its size limit")       \
+  X(peer_limit, "connect refused: the relay is at its peer limit")     \
+  X(rate_limited, "message over the per-peer message rate")            \
+  X(bandwidth_limited, "message over the per-peer incoming bandwidth") \
+  X(too_large, "message larger than limits.message_size")              \
+  X(send_failed, "the protocol core refused a copy (queue or state)")  \
+  X(cross_shard_full, "a shard's ring to another shard was full")
+
+enum class RelayDrop : std::uint8_t {
+#define TERN_RELAY_DROP_ENUM(name, text) name,
+  TERN_RELAY_DROPS(TERN_RELAY_DROP_ENUM)
+#undef TERN_RELAY_DROP_ENUM
+      count_
+};
+inline constexpr std::size_t kRelayDropCount = static_cast<std::size_t>(RelayDrop::count_);
+const char* relay_drop_name(RelayDrop d);
+const char* relay_drop_help(RelayDrop d);
+
+// Published by each shard (single writer, relaxed), read by /metrics and the summary.
+struct RelayShardStats {
+  std::atomic<std::uint64_t> messages_in{0};  // accepted from members for relaying
+  std::atomic<std::uint64_t> copies_out{0};   // copies handed to the protocol core
+  std::atomic<std::uint64_t> members{0};      // this shard's peers that are in a room
+  std::atomic<std::uint64_t> rooms{0};        // rooms with a member anywhere, as this shard sees
+  std::array<std::atomic<std::uint64_t>, kRelayDropCount> drops{};
+};
+
+class Relay {
+ public:
+  explicit Relay(const RelayConfig& config);
+  ~Relay();
+  Relay(const Relay&) = delete;
+  Relay& operator=(const Relay&) = delete;
+
+  bool start(std::string& error);
+  // Graceful: every peer is disconnected and given up to drain_timeout_ms to acknowledge.
+  // True when all left in time.
+  bool stop();
+
+  Endpoint local_endpoint() const { return group_.local_endpoint(); }
+  std::size_t shards() const { return group_.size(); }
+  std::string driver_name() const { return group_.driver_name(0); }
+  rt::ShardCounters counters(std::size_t shard) const { return group_.counters(shard); }
+  rt::ShardCounters total() const { return group_.total(); }
+  const RelayShardStats& stats(std::size_t shard) const { return *stats_[shard]; }
+  std::uint64_t drops(RelayDrop d) const;
+  std::uint64_t messages_in() const;
+  std::uint64_t copies_out() const;
+  std::uint64_t rooms() const;  // shard 0's view
+  // Prometheus text exposition of everything above.
+  std::string metrics_text() const;
+
+ private:
+  struct ShardState;
+
+  void on_event(rt::Shard& s, Event& ev);
+  void on_message(rt::Shard& s, rt::ShardMessage& m);
+
+  RelayConfig config_;
+  rt::ShardGroup group_;
+  std::vector<std::unique_ptr<ShardState>> state_;
+  std::vector<std::unique_ptr<RelayShardStats>> stats_;
+  std::atomic<std::uint64_t> peers_{0};       // connected clients, all shards
+  std::atomic<std::uint32_t> join_order_{0};  // orders joins across shards
+};
+
+}  // namespace tern::relay

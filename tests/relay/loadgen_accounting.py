@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""A short tern-loadgen run against tern-relay on two shards, with exact accounting: on
+loopback no reliable copy may be lost, duplicated, reordered or misrouted, and every copy
+owed must arrive. Clients come from 16 source addresses so the relay's shards both get
+members and rooms span shards. Then a broadcast-room run and a delivery mix (routing and
+duplicates exact; the unreliable kinds may lose on a loaded machine, so their loss is only
+reported).
+
+usage: loadgen_accounting.py TERN_RELAY TERN_LOADGEN"""
+import re
+import subprocess
+import sys
+
+RELAY, LOADGEN = sys.argv[1], sys.argv[2]
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+
+
+def fields(out):
+    line = next((l for l in out.splitlines() if l.startswith("loadgen ")), "")
+    return {k: v for k, v in re.findall(r"(\S+)=(\S+)", line)}, line
+
+
+def run(relay_args, loadgen_args, what, exact):
+    relay = subprocess.Popen([RELAY, "--listen", "127.0.0.1:0", "--shards", "2", "--pin", "off"]
+                             + relay_args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    try:
+        ready = relay.stdout.readline().split()
+        check(ready[:1] == ["relaying"], f"{what}: relay ready ({ready})")
+        r = subprocess.run([LOADGEN, "--target", ready[1], "--quiet"] + loadgen_args,
+                           capture_output=True, text=True, timeout=90)
+        f, line = fields(r.stdout)
+        print("  " + line)
+        check(r.returncode == 0, f"{what}: loadgen exit 0 ({r.stderr.strip()[-300:]})")
+        for k in ("duplicates", "out_of_order", "misrouted", "mismatched"):
+            check(f.get(k) == "0", f"{what}: {k}=0 (got {f.get(k)})")
+        expected, delivered = int(f.get("expected", -1)), int(f.get("delivered", -2))
+        check(expected > 0, f"{what}: copies were owed ({expected})")
+        if exact:
+            check(delivered == expected and f.get("lost") == "0",
+                  f"{what}: delivered == expected ({delivered} of {expected})")
+    finally:
+        relay.terminate()
+        out, _ = relay.communicate(timeout=20)
+        check(relay.returncode == 0 and "drained=yes" in out, f"{what}: relay drained ({out.strip()[:200]})")
+
+
+common = ["--clients", "400", "--room-size", "8", "--rate", "20", "--duration", "2",
+          "--warmup", "1", "--sources", "127.0.0.0/27", "--channels", "3"]
+run([], common + ["--delivery", "reliable"], "reliable rooms", exact=True)
+run(["--broadcast-rooms", "1-1000"], common + ["--delivery", "reliable", "--broadcast"],
+    "broadcast rooms", exact=True)
+run([], common + ["--delivery", "mix"], "delivery mix", exact=False)
+print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
+sys.exit(1 if failures else 0)

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""tern-relay as a process: bad command lines and configurations are refused with a message
+naming the file, key and reason; /metrics answers in Prometheus text; SIGTERM drains real
+libenet clients (enet-echo-check would echo; here the drain client is enet-relay-drain, a
+small libenet program that connects N peers and reports how its connections ended).
+
+usage: relay_process_test.py RELAY_BINARY DRAIN_CLIENT"""
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+RELAY, DRAIN = sys.argv[1], sys.argv[2]
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+
+
+def run(args, timeout=20):
+    return subprocess.run([RELAY] + args, capture_output=True, text=True, timeout=timeout)
+
+
+# ---- command line and configuration errors --------------------------------------------
+r = run(["--bogus"])
+check(r.returncode == 2 and "usage:" in r.stderr, "unknown flag: exit 2 with usage")
+r = run(["--shards", "zero"])
+check(r.returncode == 2 and "--shards" in r.stderr, "bad --shards value: exit 2 naming the flag")
+r = run(["--help"])
+check(r.returncode == 0 and "usage:" in r.stdout, "--help: usage on stdout, exit 0")
+
+with tempfile.TemporaryDirectory() as d:
+    def bad_config(text, must_contain, what):
+        path = os.path.join(d, "relay.toml")
+        with open(path, "w") as f:
+            f.write(text)
+        r = run(["--config", path])
+        ok = r.returncode != 0 and all(s in r.stderr for s in [path] + must_contain)
+        check(ok, f"{what}: exit {r.returncode}, stderr {r.stderr.strip()!r}")
+
+    bad_config("[limits]\nroom_size = 1\n", ["limits.room_size", "between 2 and"], "room_size out of range")
+    bad_config("[relay]\ndriver = \"dpdk-please\"\n", ["relay.driver"], "unknown driver")
+    bad_config("[limits]\npeers = \"many\"\n", ["limits.peers", "integer"], "wrong type")
+    bad_config("[relay]\nlisten = \"nowhere\"\n", ["relay.listen", "HOST:PORT"], "bad address")
+    bad_config("[limits]\nroom_sise = 8\n", ["limits.room_sise", "unknown key"], "misspelt key")
+    bad_config("[rooms]\nbroadcast = [\"9-3\"]\n", ["rooms.broadcast[0]"], "backwards room range")
+    bad_config("[relay\nlisten = 1\n", [":1:"], "TOML syntax error with line")
+    r = run(["--config", os.path.join(d, "missing.toml")])
+    check(r.returncode != 0 and "missing.toml" in r.stderr, "missing config file named")
+
+    # ---- a good config file, /metrics, SIGTERM drain --------------------------------
+    path = os.path.join(d, "good.toml")
+    with open(path, "w") as f:
+        f.write("[relay]\nlisten = \"127.0.0.1:0\"\nshards = 2\npin = false\n"
+                "[metrics]\nlisten = \"127.0.0.1:0\"\n[shutdown]\ndrain_timeout_ms = 3000\n")
+    relay = subprocess.Popen([RELAY, "--config", path], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        line = relay.stdout.readline().split()
+        check(len(line) >= 2 and line[0] == "relaying", f"ready line: {line}")
+        addr = line[1]
+        metrics = next((w.split("=", 1)[1] for w in line if w.startswith("metrics=")), None)
+        check(metrics is not None, "metrics address announced")
+        drain = subprocess.Popen([DRAIN, addr, "6", "42"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+        ready = drain.stdout.readline().strip()
+        check(ready == "connected 6", f"drain client connected: {ready!r}")
+        body = urllib.request.urlopen(f"http://{metrics}/metrics", timeout=5).read().decode()
+        peers = sum(int(l.split()[-1]) for l in body.splitlines()
+                    if l.startswith("tern_relay_peers{"))
+        check(peers == 6, f"/metrics tern_relay_peers sums to 6 (got {peers})")
+        check("tern_relay_loop_seconds_bucket{shard=\"1\",le=\"+Inf\"}" in body,
+              "/metrics has the per-shard loop histogram")
+        check("tern_relay_drops_total{reason=\"room_full\"}" in body, "/metrics drops by reason")
+        check("tern_relay_messages_relayed_total{shard=\"0\"}" in body,
+              "/metrics messages relayed per shard")
+        try:
+            urllib.request.urlopen(f"http://{metrics}/other", timeout=5)
+            check(False, "unknown path answers 404")
+        except urllib.error.HTTPError as e:
+            check(e.code == 404, "unknown path answers 404")
+        started = time.monotonic()
+        relay.send_signal(signal.SIGTERM)
+        out, err = relay.communicate(timeout=20)
+        took = time.monotonic() - started
+        check(relay.returncode == 0, f"SIGTERM: exit 0 (got {relay.returncode}; {err.strip()})")
+        check("drained=yes" in out and "peers_at_stop=6" in out, f"summary: {out.strip()}")
+        check(took < 3.0, f"drain finished in {took:.2f} s, inside the timeout")
+        dout, derr = drain.communicate(timeout=20)
+        check(drain.returncode == 0 and "remote_disconnects=6" in dout,
+              f"every client saw a graceful disconnect: {dout.strip()} {derr.strip()}")
+    finally:
+        for p in (relay,):
+            if p.poll() is None:
+                p.kill()
+
+print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
+sys.exit(1 if failures else 0)

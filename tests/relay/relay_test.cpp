@@ -1,0 +1,336 @@
+// tern-relay with real libenet clients (Debian's libenet): rooms, members on different shards,
+// broadcast rooms and limits, with the relay running in this process on two shards so its
+// counters can be read. The process-level behaviour (configuration errors, SIGTERM drain) is
+// tested on the binary in relay_process_test.py.
+#include "relay.hpp"
+
+#include <enet/enet.h>
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+namespace tern::relay {
+namespace {
+
+using namespace std::chrono_literals;
+using SteadyClock = std::chrono::steady_clock;
+
+struct Copy {
+  std::uint32_t sender = 0;
+  std::uint32_t seq = 0;
+  std::uint8_t channel = 0;
+  std::uint32_t flags = 0;
+};
+
+// One libenet client host with one connection to the relay, on its own source address.
+struct Client {
+  ENetHost* host = nullptr;
+  ENetPeer* peer = nullptr;
+  std::uint32_t id = 0;
+  bool connected = false;
+  bool disconnected = false;
+  std::uint32_t disconnect_data = 0;
+  std::vector<Copy> got;
+
+  ~Client() {
+    if (host != nullptr) enet_host_destroy(host);
+  }
+
+  void send(std::uint8_t channel, std::uint32_t flags, std::uint32_t seq) {
+    std::uint8_t payload[12];
+    std::memcpy(payload, &id, 4);
+    std::memcpy(payload + 4, &seq, 4);
+    std::memcpy(payload + 8, &flags, 4);
+    ENetPacket* p = enet_packet_create(payload, sizeof payload, flags);
+    ASSERT_EQ(enet_peer_send(peer, channel, p), 0);
+  }
+
+  void service() {
+    ENetEvent ev;
+    while (enet_host_service(host, &ev, 0) > 0) {
+      switch (ev.type) {
+        case ENET_EVENT_TYPE_CONNECT:
+          connected = true;
+          // As in the interop tests: a loaded CI machine must not make libenet's own throttle
+          // discard the unreliable messages whose arrival is being checked.
+          enet_peer_throttle_configure(peer, ENET_PEER_PACKET_THROTTLE_INTERVAL,
+                                       ENET_PEER_PACKET_THROTTLE_ACCELERATION, 0);
+          break;
+        case ENET_EVENT_TYPE_DISCONNECT:
+          disconnected = true;
+          disconnect_data = ev.data;
+          break;
+        case ENET_EVENT_TYPE_RECEIVE: {
+          Copy c;
+          if (ev.packet->dataLength == 12) {
+            std::memcpy(&c.sender, ev.packet->data, 4);
+            std::memcpy(&c.seq, ev.packet->data + 4, 4);
+          } else {
+            c.sender = 0xffffffff;
+          }
+          c.channel = ev.channelID;
+          c.flags = ev.packet->flags & (ENET_PACKET_FLAG_RELIABLE | ENET_PACKET_FLAG_UNSEQUENCED);
+          got.push_back(c);
+          enet_packet_destroy(ev.packet);
+          break;
+        }
+        default: break;
+      }
+    }
+  }
+};
+
+class RelayTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { ASSERT_EQ(enet_initialize(), 0); }
+  static void TearDownTestSuite() { enet_deinitialize(); }
+
+  void start(RelayConfig c) {
+    c.listen = Endpoint::v4(0x7f000001u, 0);
+    c.shards = 2;
+    c.pin = false;
+    c.drain_timeout_ms = 1000;
+    relay_ = std::make_unique<Relay>(c);
+    std::string error;
+    ASSERT_TRUE(relay_->start(error)) << error;
+  }
+
+  // A client from 127.0.1.<next> joining `room`.
+  Client& connect(std::uint32_t room) {
+    auto c = std::make_unique<Client>();
+    c->id = static_cast<std::uint32_t>(clients_.size() + 1);
+    ENetAddress bind{};
+    bind.host = htonl(0x7f010000u | (c->id + 1));
+    bind.port = 0;
+    c->host = enet_host_create(&bind, 1, 4, 0, 0);
+    EXPECT_NE(c->host, nullptr);
+    ENetAddress to{};
+    to.host = htonl(0x7f000001u);
+    to.port = relay_->local_endpoint().port;
+    c->peer = enet_host_connect(c->host, &to, 4, room);
+    EXPECT_NE(c->peer, nullptr);
+    clients_.push_back(std::move(c));
+    return *clients_.back();
+  }
+
+  template <class Pred>
+  bool run_until(Pred pred, std::chrono::milliseconds limit = 10s) {
+    const auto deadline = SteadyClock::now() + limit;
+    for (;;) {
+      for (auto& c : clients_) c->service();
+      if (pred()) return true;
+      if (SteadyClock::now() > deadline) return false;
+      std::this_thread::sleep_for(200us);
+    }
+  }
+
+  void settle(std::chrono::milliseconds d) {
+    run_until([] { return false; }, d);
+  }
+
+  bool all_connected() {
+    for (auto& c : clients_) {
+      if (!c->connected && !c->disconnected) return false;
+    }
+    return true;
+  }
+
+  std::unique_ptr<Relay> relay_;
+  std::vector<std::unique_ptr<Client>> clients_;
+};
+
+constexpr std::uint32_t kReliable = ENET_PACKET_FLAG_RELIABLE;
+constexpr std::uint32_t kUnsequenced = ENET_PACKET_FLAG_UNSEQUENCED;
+constexpr std::uint32_t kUnreliable = 0;
+
+TEST_F(RelayTest, MembersReceiveExactlyTheOtherMembersMessagesAcrossShards) {
+  start(RelayConfig{});
+  std::vector<Client*> room7;
+  std::vector<Client*> room8;
+  for (int i = 0; i < 4; ++i) room7.push_back(&connect(7));
+  for (int i = 0; i < 3; ++i) room8.push_back(&connect(8));
+  Client& loner = connect(0);
+  ASSERT_TRUE(run_until([&] { return all_connected(); }));
+  // Room 7 must span both shards; more members from new addresses until it does (the kernel's
+  // hash decides, and each new address is a fresh coin toss).
+  for (int extra = 0; extra < 32; ++extra) {
+    if (relay_->counters(0).peers > 0 && relay_->counters(1).peers > 0) break;
+    room7.push_back(&connect(7));
+    ASSERT_TRUE(run_until([&] { return all_connected(); }));
+  }
+  for (auto& c : clients_) {
+    ASSERT_TRUE(c->connected && !c->disconnected)
+        << "client " << c->id << " disconnected with data " << c->disconnect_data;
+  }
+  ASSERT_GT(relay_->counters(0).peers, 0u);
+  ASSERT_GT(relay_->counters(1).peers, 0u);
+  settle(100ms);  // joins reach the other shard
+
+  constexpr std::uint32_t kPerKind = 20;
+  const std::vector<std::pair<std::uint8_t, std::uint32_t>> kinds = {
+      {1, kReliable}, {0, kUnreliable}, {2, kUnsequenced}};
+  std::vector<Client*> senders = room7;
+  senders.insert(senders.end(), room8.begin(), room8.end());
+  senders.push_back(&loner);
+  for (std::uint32_t seq = 0; seq < kPerKind; ++seq) {
+    for (Client* c : senders) {
+      for (auto [channel, flags] : kinds) c->send(channel, flags, seq);
+    }
+    run_until([] { return false; }, 2ms);
+  }
+  auto expected_for = [&](const std::vector<Client*>& room) {
+    return (room.size() - 1) * kPerKind * kinds.size();
+  };
+  ASSERT_TRUE(run_until([&] {
+    for (Client* c : room7) {
+      if (c->got.size() < expected_for(room7)) return false;
+    }
+    for (Client* c : room8) {
+      if (c->got.size() < expected_for(room8)) return false;
+    }
+    return true;
+  }));
+  settle(200ms);  // anything extra would show up now
+
+  auto check_room = [&](const std::vector<Client*>& room, const char* name) {
+    for (Client* r : room) {
+      SCOPED_TRACE(std::string(name) + " receiver " + std::to_string(r->id));
+      EXPECT_EQ(r->got.size(), expected_for(room));
+      // Per sender and kind: every sequence number once; reliable and unreliable in order.
+      std::map<std::tuple<std::uint32_t, std::uint8_t>, std::vector<std::uint32_t>> seen;
+      for (const Copy& c : r->got) {
+        bool member = false;
+        for (Client* m : room) member = member || (m->id == c.sender && m != r);
+        EXPECT_TRUE(member) << "copy from " << c.sender << " who is not another member";
+        std::uint32_t want_flags = 0xffffffff;
+        for (auto [channel, flags] : kinds) {
+          if (channel == c.channel) want_flags = flags;
+        }
+        EXPECT_EQ(c.flags, want_flags) << "channel " << int(c.channel) << " changed delivery";
+        seen[{c.sender, c.channel}].push_back(c.seq);
+      }
+      for (auto& [key, seqs] : seen) {
+        EXPECT_EQ(seqs.size(), kPerKind);
+        if (std::get<1>(key) != 2) {
+          for (std::size_t i = 0; i < seqs.size(); ++i) EXPECT_EQ(seqs[i], i);
+        } else {
+          std::sort(seqs.begin(), seqs.end());
+          for (std::size_t i = 0; i < seqs.size(); ++i) EXPECT_EQ(seqs[i], i);
+        }
+      }
+    }
+  };
+  check_room(room7, "room 7");
+  check_room(room8, "room 8");
+  EXPECT_TRUE(loner.got.empty()) << "a client in no room received something";
+  EXPECT_EQ(relay_->drops(RelayDrop::no_room), kPerKind * kinds.size());
+  EXPECT_EQ(relay_->drops(RelayDrop::cross_shard_full), 0u);
+  EXPECT_EQ(relay_->rooms(), 2u);
+
+  // Leaving removes a member: after one room-8 member disconnects, the others get only
+  // each other's messages.
+  enet_peer_disconnect(room8[0]->peer, 0);
+  ASSERT_TRUE(run_until([&] { return room8[0]->disconnected; }));
+  settle(100ms);
+  for (Client* c : room8) c->got.clear();
+  room8[1]->send(1, kReliable, 999);
+  ASSERT_TRUE(run_until([&] { return room8[2]->got.size() == 1; }));
+  settle(100ms);
+  EXPECT_TRUE(room8[0]->got.empty());
+  EXPECT_EQ(room8[2]->got.size(), 1u);
+  EXPECT_TRUE(room8[1]->got.empty());
+}
+
+TEST_F(RelayTest, BroadcastRoomFansOutOnlyTheFirstMember) {
+  RelayConfig c;
+  c.broadcast_rooms.push_back(RoomRange{100, 199});
+  start(c);
+  Client& streamer = connect(150);
+  ASSERT_TRUE(run_until([&] { return all_connected(); }));
+  settle(50ms);  // the streamer's join is ordered before the spectators'
+  // One at a time, so the join order (and with it the succession) is known.
+  std::vector<Client*> spectators;
+  for (int i = 0; i < 5; ++i) {
+    spectators.push_back(&connect(150));
+    ASSERT_TRUE(run_until([&] { return all_connected(); }));
+    settle(20ms);
+  }
+  settle(100ms);
+
+  streamer.send(0, kReliable, 1);
+  ASSERT_TRUE(run_until([&] {
+    for (Client* s : spectators) {
+      if (s->got.size() != 1) return false;
+    }
+    return true;
+  }));
+  spectators[2]->send(0, kReliable, 2);
+  ASSERT_TRUE(run_until([&] { return streamer.got.size() == 1; }));
+  settle(150ms);
+  EXPECT_EQ(streamer.got[0].sender, spectators[2]->id);
+  for (Client* s : spectators) {
+    ASSERT_EQ(s->got.size(), 1u) << "a spectator heard another spectator";
+    EXPECT_EQ(s->got[0].sender, streamer.id);
+  }
+
+  // The streamer leaves: the earliest remaining member streams.
+  enet_peer_disconnect(streamer.peer, 0);
+  ASSERT_TRUE(run_until([&] { return streamer.disconnected; }));
+  settle(100ms);
+  for (Client* s : spectators) s->got.clear();
+  spectators[0]->send(0, kReliable, 3);
+  ASSERT_TRUE(run_until([&] {
+    for (std::size_t i = 1; i < spectators.size(); ++i) {
+      if (spectators[i]->got.size() != 1) return false;
+    }
+    return true;
+  }));
+}
+
+TEST_F(RelayTest, LimitsDropAndCountWithoutHarm) {
+  RelayConfig c;
+  c.max_room_size = 3;
+  c.max_message_rate = 20;
+  c.max_peers = 4;
+  start(c);
+  Client& a = connect(5);
+  Client& b = connect(5);
+  Client& d = connect(5);
+  ASSERT_TRUE(run_until([&] { return all_connected(); }));
+  settle(100ms);
+  // A fourth member would exceed the room: refused with data 1.
+  Client& late = connect(5);
+  ASSERT_TRUE(run_until([&] { return late.disconnected; }));
+  EXPECT_EQ(late.disconnect_data, 1u);
+  EXPECT_EQ(relay_->drops(RelayDrop::room_full), 1u);
+
+  // 200 messages at once against 20/s: about 20 pass (the bucket starts full), the rest are
+  // dropped and counted, and the relay keeps serving.
+  for (std::uint32_t i = 0; i < 200; ++i) a.send(1, kReliable, i);
+  run_until([&] { return b.got.size() >= 20; });
+  settle(300ms);
+  EXPECT_GE(b.got.size(), 20u);
+  EXPECT_LE(b.got.size(), 30u);
+  EXPECT_EQ(b.got.size(), d.got.size());
+  EXPECT_GE(relay_->drops(RelayDrop::rate_limited), 170u);
+  for (std::size_t i = 0; i < b.got.size(); ++i) EXPECT_EQ(b.got[i].seq, i);
+
+  // The peer limit (4; the refused room-5 client has left): one more fits, the next does not.
+  Client& fifth = connect(9);
+  Client& sixth = connect(9);
+  ASSERT_TRUE(run_until([&] { return fifth.connected && sixth.disconnected; }));
+  EXPECT_EQ(relay_->drops(RelayDrop::peer_limit), 1u);
+  EXPECT_FALSE(fifth.disconnected);
+}
+
+}  // namespace
+}  // namespace tern::relay
