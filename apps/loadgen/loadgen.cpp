@@ -561,6 +561,12 @@ int run(const Config& config) {
   std::uint64_t next_progress = traffic_ns + 1'000'000'000;
   std::uint64_t last_progress = traffic_ns, last_sent = 0, last_delivered = 0;
   bool interrupted = false;
+  // Each tick wakes every lane's thread. With many source groups (one thread each) on few
+  // CPUs, 1 ms ticks would spend the load generator's CPU on wake-ups, so the period grows
+  // with lanes per CPU, up to 5 ms; ticks send whatever fell due since the last one anyway.
+  const unsigned ncpu = std::max(1u, std::thread::hardware_concurrency());
+  const auto tick_period = std::clamp<std::chrono::milliseconds>(
+      std::chrono::milliseconds(nlanes / ncpu), kTick, 5 * kTick);
   auto next_tick = std::chrono::steady_clock::now();
   for (;;) {
     const std::uint64_t now = now_ns();
@@ -622,9 +628,9 @@ int run(const Config& config) {
     for (std::size_t i = 0; i < nlanes; ++i) {
       groups.post(*lg.lanes[i], [](Lane& lane, rt::Shard& shard) { tick(lane, shard); });
     }
-    next_tick += kTick;
+    next_tick += tick_period;
     const auto wall = std::chrono::steady_clock::now();
-    if (next_tick + 10 * kTick < wall) next_tick = wall;  // fell far behind: do not burst
+    if (next_tick + 10 * tick_period < wall) next_tick = wall;  // fell far behind: do not burst
     std::this_thread::sleep_until(next_tick);
   }
 
