@@ -39,10 +39,11 @@ if [ "$#" -eq 0 ] && [ "${TERN_SKIP_SANITIZERS:-0}" != 1 ]; then
     sanitizer_stage build-asan \
       "-Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=disabled -Dbenchmarks=disabled" \
       "unit api drivers sim attack runtime"
-  # The runtime's cross-thread code (rings, and the shards built on them) under TSan.
+  # The runtime's cross-thread code (rings, the shards built on them, and the relay's
+  # cross-shard rooms with real libenet clients) under TSan.
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-    sanitizer_stage build-tsan "-Dtsan=true -Dfuzz=disabled -Dbenchmarks=disabled -Dinterop=disabled" \
-      "runtime"
+    sanitizer_stage build-tsan "-Dtsan=true -Dfuzz=disabled -Dbenchmarks=disabled" \
+      "runtime relay"
 fi
 
 python3 - "${logs[@]}" <<'PY'

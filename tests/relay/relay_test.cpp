@@ -324,7 +324,9 @@ TEST_F(RelayTest, LimitsDropAndCountWithoutHarm) {
   EXPECT_GE(relay_->drops(RelayDrop::rate_limited), 170u);
   for (std::size_t i = 0; i < b.got.size(); ++i) EXPECT_EQ(b.got[i].seq, i);
 
-  // The peer limit (4; the refused room-5 client has left): one more fits, the next does not.
+  // The peer limit (4): once the refused room-5 client is gone from the relay too, one more
+  // fits and the next does not.
+  ASSERT_TRUE(run_until([&] { return relay_->total().peers == 3; }));
   Client& fifth = connect(9);
   Client& sixth = connect(9);
   ASSERT_TRUE(run_until([&] { return fifth.connected && sixth.disconnected; }));
