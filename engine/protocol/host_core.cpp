@@ -72,6 +72,17 @@ struct PendingAck {
   bool is_disconnect;
 };
 
+// Pending acknowledgements, in pooled chunks: a peer holds chunks only while acks wait.
+struct AckChunk {
+  static constexpr std::size_t kCapacity = 18;  // 128-byte chunks
+  AckChunk* prev_ = nullptr;
+  AckChunk* next_ = nullptr;
+  std::uint8_t begin = 0;  // acks[begin, end) are pending
+  std::uint8_t end = 0;
+  std::array<PendingAck, kCapacity> acks;
+};
+
+// Allocated (from a pool) the first time the channel carries a message either way.
 struct Channel {
   std::uint16_t out_reliable_seq = 0;
   std::uint16_t out_reliable_sent = 0;  // highest reliable seq transmitted at least once
@@ -84,78 +95,155 @@ struct Channel {
   IntrusiveList<InCmd> in_unreliable;
 };
 
+// A connection's outgoing work: taken from a pool while anything is queued, in flight or
+// waiting to be acknowledged, returned once all of it is gone (an idle peer holds none).
+struct PeerQueues {
+  IntrusiveList<OutCmd> outgoing_reliable;    // commands with the acknowledge flag
+  IntrusiveList<OutCmd> outgoing_unreliable;  // everything else
+  IntrusiveList<OutCmd> sent_reliable;
+  IntrusiveList<AckChunk> acks;
+  std::uint64_t next_timeout = 0;      // retransmission deadline of sent_reliable's front
+  std::uint64_t earliest_timeout = 0;  // kept (with the block) until an ack clears it
+  std::uint32_t queue_counter = 0;     // restarts with the block: orders queued commands only
+  std::uint32_t reliable_data_in_transit = 0;
+};
+
+// ENet's unsequenced receive window, allocated on the first unsequenced message received.
+struct UnsequencedWindow {
+  std::uint16_t incoming_group = 0;
+  std::array<std::uint32_t, kUnsequencedWindowSize / 32> bits{};
+};
+
+// Per-connection statistics counters: 32 bits in the peer, the high words in PeerExtra (taken
+// on the first carry, after 4 GiB or 4 billion of something).
+enum Stat : std::uint8_t {
+  kDatagramsSent,
+  kDatagramsReceived,
+  kBytesSent,
+  kBytesReceived,
+  kReliableRetransmits,
+  kMessagesSent,
+  kMessagesReceived,
+  kStatCount
+};
+
+// Rarely needed per-connection state: settings that differ from the host's defaults, bandwidth
+// limits announced by the other side, and the statistics' high words. Allocated on first use.
+struct PeerExtra {
+  std::uint32_t ping_interval;
+  std::uint32_t timeout_limit;
+  std::uint32_t timeout_minimum;
+  std::uint32_t timeout_maximum;
+  std::uint32_t throttle_interval;
+  std::uint32_t throttle_acceleration;
+  std::uint32_t throttle_deceleration;
+  std::uint32_t incoming_bandwidth = 0;
+  std::uint32_t outgoing_bandwidth = 0;
+  std::array<std::uint32_t, kStatCount> stat_high{};
+};
+
+// The hot per-connection record: what every connected peer needs, idle or not. Everything else
+// hangs off it in pooled side blocks that exist only while used (queues, channels, unsequenced
+// window, extra).
 struct Peer {
+  base::TimerNode timer;  // retransmission, ping or timeout: whichever is due first
+  std::uint64_t last_receive_time = 0;
+  PeerQueues* queues = nullptr;
+  PeerExtra* extra = nullptr;
+  UnsequencedWindow* unsequenced = nullptr;
+  // channel_count == 1: the channel itself; more: an array of channel_count pointers. Either
+  // may be null until first use.
+  void* channel_store = nullptr;
   std::uint32_t slot = 0;
   std::uint32_t generation = 1;
-  PeerState state = PeerState::disconnected;
-  bool app_knows = false;  // a connect event was emitted or the app called connect()
-  bool dirty = false;
-  bool timer_due = false;
-  DisconnectReason pending_reason = DisconnectReason::none;
-  Endpoint address;
-  std::uint16_t incoming_peer_id = 0;
-  std::uint16_t outgoing_peer_id = kMaxPeerId;
-  std::uint8_t incoming_session = 0xFF;  // kept across reuse of the slot, as ENet does
-  std::uint8_t outgoing_session = 0xFF;
   std::uint32_t connect_id = 0;
   std::uint32_t connect_data = 0;
   std::uint32_t event_data = 0;
-  std::uint32_t mtu = kDefaultMtu;
   std::uint32_t window_size = kMaxWindowSize;
-  std::uint32_t incoming_bandwidth = 0;
-  std::uint32_t outgoing_bandwidth = 0;
-  std::uint64_t incoming_bandwidth_epoch = 0;
-  std::uint64_t outgoing_bandwidth_epoch = 0;
-  std::uint32_t incoming_data_total = 0;
   std::uint32_t outgoing_data_total = 0;
-  std::uint64_t last_send_time = 0;
-  std::uint64_t last_receive_time = 0;
-  std::uint64_t next_timeout = 0;
-  std::uint64_t earliest_timeout = 0;
-  std::uint64_t packet_loss_epoch = 0;
+  // ENet's epochs (max(now, 1) when last rolled), low 32 bits: their ages are taken modulo
+  // 2^32 ms, exact unless a peer goes 49.7 days without an acknowledgement (throttle epoch)
+  // or without sending (loss epoch). Valid once the matching *_epoch_set bit is set.
+  std::uint32_t packet_throttle_epoch = 0;
+  std::uint32_t packet_loss_epoch = 0;
   std::uint32_t packets_sent = 0;
   std::uint32_t packets_lost = 0;
   std::uint32_t packet_loss = 0;
   std::uint32_t packet_loss_variance = 0;
-  std::uint32_t packet_throttle = kDefaultPacketThrottle;
-  std::uint32_t packet_throttle_limit = kPacketThrottleScale;
-  std::uint32_t packet_throttle_counter = 0;
-  std::uint64_t packet_throttle_epoch = 0;
-  std::uint32_t packet_throttle_acceleration = kPacketThrottleAcceleration;
-  std::uint32_t packet_throttle_deceleration = kPacketThrottleDeceleration;
-  std::uint32_t packet_throttle_interval = kPacketThrottleInterval;
-  std::uint32_t ping_interval = kPingInterval;
-  std::uint32_t timeout_limit = kTimeoutLimit;
-  std::uint32_t timeout_minimum = kTimeoutMinimum;
-  std::uint32_t timeout_maximum = kTimeoutMaximum;
-  std::uint32_t last_rtt = kDefaultRoundTripTime;
-  std::uint32_t lowest_rtt = kDefaultRoundTripTime;
-  std::uint32_t last_rtt_variance = 0;
-  std::uint32_t highest_rtt_variance = 0;
-  std::uint32_t rtt = kDefaultRoundTripTime;
-  std::uint32_t rtt_variance = 0;
+  std::uint32_t total_waiting_data = 0;  // bounded by HostConfig::max_waiting_data
+  std::array<std::uint32_t, kStatCount> stat_low{};
+  Endpoint address;
+  // Round-trip times fit 16 bits: a sample is rebuilt from a 16-bit send time (at most
+  // 65,535 ms), and the smoothed values and variances never exceed the largest sample.
+  std::uint16_t last_rtt = kDefaultRoundTripTime;
+  std::uint16_t lowest_rtt = kDefaultRoundTripTime;
+  std::uint16_t last_rtt_variance = 0;
+  std::uint16_t highest_rtt_variance = 0;
+  std::uint16_t rtt = kDefaultRoundTripTime;
+  std::uint16_t rtt_variance = 0;
+  std::uint16_t mtu = kDefaultMtu;
+  std::uint16_t incoming_peer_id = 0;
+  std::uint16_t outgoing_peer_id = kMaxPeerId;
   std::uint16_t outgoing_reliable_seq = 0;
-  std::uint16_t incoming_unsequenced_group = 0;
   std::uint16_t outgoing_unsequenced_group = 0;
-  std::uint16_t connect_seq = 0;  // reliable seq of our CONNECT (the verify acknowledges it)
-  std::uint32_t queue_counter = 0;
-  std::array<std::uint32_t, kUnsequencedWindowSize / 32> unsequenced_window{};
-  std::uint32_t reliable_data_in_transit = 0;
-  std::size_t total_waiting_data = 0;
-  base::TimerNode timer;  // retransmission, ping or timeout: whichever is due first
-  std::vector<Channel> channels;
-  IntrusiveList<OutCmd> outgoing_reliable;    // commands with the acknowledge flag
-  IntrusiveList<OutCmd> outgoing_unreliable;  // everything else
-  IntrusiveList<OutCmd> sent_reliable;
-  std::vector<PendingAck> acks;
-  PeerStats stats;
+  std::uint16_t connect_seq = 0;         // reliable seq of our CONNECT (the verify acks it)
+  std::uint8_t incoming_session = 0xFF;  // kept across reuse of the slot, as ENet does
+  std::uint8_t outgoing_session = 0xFF;
+  std::uint8_t channel_count = 0;
+  std::uint8_t packet_throttle = kDefaultPacketThrottle;  // 0..kPacketThrottleScale
+  std::uint8_t packet_throttle_limit = kPacketThrottleScale;
+  std::uint8_t packet_throttle_counter = 0;
+  PeerState state = PeerState::disconnected;
+  bool app_knows : 1 = false;  // a connect event was emitted or the app called connect()
+  bool dirty : 1 = false;
+  bool timer_due : 1 = false;
+  // Set by the bandwidth throttle pass that is running (cleared at its start).
+  bool incoming_bandwidth_marked : 1 = false;
+  bool outgoing_bandwidth_marked : 1 = false;
+  bool throttle_epoch_set : 1 = false;
+  bool loss_epoch_set : 1 = false;
 
   bool connected_like() const {
     return state == PeerState::connected || state == PeerState::disconnect_later;
   }
   bool has_outgoing() const {
-    return !outgoing_reliable.empty() || !outgoing_unreliable.empty() || !sent_reliable.empty();
+    return queues != nullptr &&
+           (!queues->outgoing_reliable.empty() || !queues->outgoing_unreliable.empty() ||
+            !queues->sent_reliable.empty());
   }
+  bool sent_empty() const { return queues == nullptr || queues->sent_reliable.empty(); }
+  bool outgoing_reliable_empty() const {
+    return queues == nullptr || queues->outgoing_reliable.empty();
+  }
+  bool has_acks() const { return queues != nullptr && !queues->acks.empty(); }
+  bool has_queued() const {
+    return queues != nullptr && (!queues->acks.empty() || !queues->outgoing_reliable.empty() ||
+                                 !queues->outgoing_unreliable.empty());
+  }
+};
+
+// Peers live in chunks that never move (timers and handles point into them), without a heap
+// block per peer. Slots are handed out in order; freed ones are reused through free_slots.
+class PeerSlab {
+ public:
+  static constexpr std::uint32_t kShift = 8;
+  static constexpr std::uint32_t kChunk = 1u << kShift;
+
+  std::uint32_t size() const { return size_; }
+  Peer& operator[](std::uint32_t slot) { return chunks_[slot >> kShift][slot & (kChunk - 1)]; }
+  const Peer& operator[](std::uint32_t slot) const {
+    return chunks_[slot >> kShift][slot & (kChunk - 1)];
+  }
+  std::uint32_t add() {
+    if ((size_ & (kChunk - 1)) == 0) chunks_.push_back(std::make_unique<Peer[]>(kChunk));
+    const std::uint32_t slot = size_++;
+    (*this)[slot].slot = slot;
+    return slot;
+  }
+
+ private:
+  std::vector<std::unique_ptr<Peer[]>> chunks_;
+  std::uint32_t size_ = 0;
 };
 
 struct Farewell {
@@ -204,7 +292,7 @@ enum class Handled { ok, stop };
 struct HostCore::Impl {
   HostConfig config;
   HostCounters counters;
-  std::vector<std::unique_ptr<Peer>> slots;
+  PeerSlab slots;
   std::vector<std::uint32_t> free_slots;
   // Keyed by (remote endpoint, our peer ID for that connection): one remote socket may hold
   // several connections to us, as ENet allows, and every datagram names its connection.
@@ -219,6 +307,11 @@ struct HostCore::Impl {
   std::uint64_t now_ms = 0;
   Pool<OutCmd> out_pool;
   Pool<InCmd> in_pool;
+  Pool<AckChunk> ack_pool;
+  Pool<PeerQueues> queue_pool;
+  Pool<Channel> channel_pool;
+  Pool<UnsequencedWindow> unsequenced_pool;
+  Pool<PeerExtra> extra_pool;
   EventRing events;
   std::vector<std::uint32_t> dirty;
   base::TimerWheel timers;
@@ -234,9 +327,7 @@ struct HostCore::Impl {
   }
 
   ~Impl() {
-    for (auto& p : slots) {
-      if (p) clear_queues(*p);
-    }
+    for (std::uint32_t i = 0; i < slots.size(); ++i) release_blocks(slots[i]);
   }
 
   std::uint32_t random_u32() {
@@ -249,13 +340,164 @@ struct HostCore::Impl {
 
   // ---- peers --------------------------------------------------------------------------
 
-  Peer* find(PeerHandle h) const {
+  Peer* find(PeerHandle h) {
     if (h.slot >= slots.size()) return nullptr;
-    Peer* p = slots[h.slot].get();
-    if (p == nullptr || p->generation != h.generation || p->state == PeerState::disconnected) {
-      return nullptr;
-    }
+    Peer* p = &slots[h.slot];
+    if (p->generation != h.generation || p->state == PeerState::disconnected) return nullptr;
     return p;
+  }
+  const Peer* find(PeerHandle h) const { return const_cast<Impl*>(this)->find(h); }
+
+  // ---- side blocks ----------------------------------------------------------------------
+
+  // A peer epoch for now (ENet never stores 0) and the age of one, both modulo 2^32 ms.
+  std::uint32_t epoch_stamp() const {
+    return static_cast<std::uint32_t>(std::max<std::uint64_t>(now_ms, 1));
+  }
+  std::uint32_t ms_since(std::uint32_t epoch) const {
+    return static_cast<std::uint32_t>(now_ms) - epoch;
+  }
+
+  PeerQueues& queues(Peer& p) {
+    if (p.queues == nullptr) p.queues = queue_pool.get();
+    return *p.queues;
+  }
+
+  // Returns the queues block once nothing is queued, in flight, unacknowledged or timing out.
+  void release_queues_if_idle(Peer& p) {
+    PeerQueues* q = p.queues;
+    if (q != nullptr && q->outgoing_reliable.empty() && q->outgoing_unreliable.empty() &&
+        q->sent_reliable.empty() && q->acks.empty() && q->earliest_timeout == 0) {
+      queue_pool.put(q);
+      p.queues = nullptr;
+    }
+  }
+
+  PeerExtra& extra(Peer& p) {
+    if (p.extra == nullptr) {
+      PeerExtra* e = extra_pool.get();
+      e->ping_interval = config.ping_interval_ms;
+      e->timeout_limit = config.timeout_limit;
+      e->timeout_minimum = config.timeout_minimum_ms;
+      e->timeout_maximum = config.timeout_maximum_ms;
+      e->throttle_interval = config.throttle_interval_ms;
+      e->throttle_acceleration = config.throttle_acceleration;
+      e->throttle_deceleration = config.throttle_deceleration;
+      p.extra = e;
+    }
+    return *p.extra;
+  }
+
+  // Stores a setting in the peer's extra block, which is only taken for a non-default value.
+  void set_setting(Peer& p, std::uint32_t PeerExtra::*field, std::uint32_t value,
+                   std::uint32_t host_default) {
+    if (p.extra == nullptr && value == host_default) return;
+    extra(p).*field = value;
+  }
+
+  std::uint32_t ping_interval(const Peer& p) const {
+    return p.extra != nullptr ? p.extra->ping_interval : config.ping_interval_ms;
+  }
+  std::uint32_t timeout_limit(const Peer& p) const {
+    return p.extra != nullptr ? p.extra->timeout_limit : config.timeout_limit;
+  }
+  std::uint32_t timeout_minimum(const Peer& p) const {
+    return p.extra != nullptr ? p.extra->timeout_minimum : config.timeout_minimum_ms;
+  }
+  std::uint32_t timeout_maximum(const Peer& p) const {
+    return p.extra != nullptr ? p.extra->timeout_maximum : config.timeout_maximum_ms;
+  }
+  std::uint32_t throttle_interval(const Peer& p) const {
+    return p.extra != nullptr ? p.extra->throttle_interval : config.throttle_interval_ms;
+  }
+  std::uint32_t throttle_acceleration(const Peer& p) const {
+    return p.extra != nullptr ? p.extra->throttle_acceleration : config.throttle_acceleration;
+  }
+  std::uint32_t throttle_deceleration(const Peer& p) const {
+    return p.extra != nullptr ? p.extra->throttle_deceleration : config.throttle_deceleration;
+  }
+  static std::uint32_t incoming_bandwidth(const Peer& p) {
+    return p.extra != nullptr ? p.extra->incoming_bandwidth : 0;
+  }
+  static std::uint32_t outgoing_bandwidth(const Peer& p) {
+    return p.extra != nullptr ? p.extra->outgoing_bandwidth : 0;
+  }
+  void set_throttle_settings(Peer& p, std::uint32_t interval, std::uint32_t acceleration,
+                             std::uint32_t deceleration) {
+    set_setting(p, &PeerExtra::throttle_interval, interval, config.throttle_interval_ms);
+    set_setting(p, &PeerExtra::throttle_acceleration, acceleration, config.throttle_acceleration);
+    set_setting(p, &PeerExtra::throttle_deceleration, deceleration, config.throttle_deceleration);
+  }
+  void set_bandwidths(Peer& p, std::uint32_t incoming, std::uint32_t outgoing) {
+    set_setting(p, &PeerExtra::incoming_bandwidth, incoming, 0);
+    set_setting(p, &PeerExtra::outgoing_bandwidth, outgoing, 0);
+  }
+
+  void count(Peer& p, Stat s, std::size_t n) {
+    const std::uint32_t before = p.stat_low[s];
+    p.stat_low[s] = before + static_cast<std::uint32_t>(n);
+    if (p.stat_low[s] < before) ++extra(p).stat_high[s];
+  }
+  static std::uint64_t stat(const Peer& p, Stat s) {
+    const std::uint64_t high = p.extra != nullptr ? p.extra->stat_high[s] : 0;
+    return (high << 32) | p.stat_low[s];
+  }
+
+  // The channel, or nullptr if it has carried nothing yet (id must be below channel_count).
+  static Channel* channel_if(const Peer& p, std::uint8_t id) {
+    if (p.channel_store == nullptr) return nullptr;
+    if (p.channel_count == 1) return static_cast<Channel*>(p.channel_store);
+    return static_cast<Channel**>(p.channel_store)[id];
+  }
+
+  // The channel, allocated on first use (id must be below channel_count).
+  Channel& channel(Peer& p, std::uint8_t id) {
+    if (p.channel_count == 1) {
+      if (p.channel_store == nullptr) p.channel_store = channel_pool.get();
+      return *static_cast<Channel*>(p.channel_store);
+    }
+    if (p.channel_store == nullptr) p.channel_store = new Channel*[p.channel_count]();
+    Channel*& ch = static_cast<Channel**>(p.channel_store)[id];
+    if (ch == nullptr) ch = channel_pool.get();
+    return *ch;
+  }
+
+  template <class F>
+  static void for_each_channel(const Peer& p, F&& f) {
+    if (p.channel_store == nullptr) return;
+    if (p.channel_count == 1) {
+      f(*static_cast<Channel*>(p.channel_store));
+      return;
+    }
+    for (std::uint32_t i = 0; i < p.channel_count; ++i) {
+      if (Channel* ch = static_cast<Channel**>(p.channel_store)[i]) f(*ch);
+    }
+  }
+
+  // Frees every channel (their queues must be empty) and sets the new count.
+  void reset_channels(Peer& p, std::uint32_t count) {
+    for_each_channel(p, [this](Channel& ch) { channel_pool.put(&ch); });
+    if (p.channel_count > 1) delete[] static_cast<Channel**>(p.channel_store);
+    p.channel_store = nullptr;
+    p.channel_count = static_cast<std::uint8_t>(count);
+  }
+
+  // Everything a peer holds outside its record; it is left as a freshly reset peer has it.
+  void release_blocks(Peer& p) {
+    clear_queues(p);
+    if (p.queues != nullptr) {
+      queue_pool.put(p.queues);
+      p.queues = nullptr;
+    }
+    reset_channels(p, 0);
+    if (p.unsequenced != nullptr) {
+      unsequenced_pool.put(p.unsequenced);
+      p.unsequenced = nullptr;
+    }
+    if (p.extra != nullptr) {
+      extra_pool.put(p.extra);
+      p.extra = nullptr;
+    }
   }
 
   PeerHandle handle_of(const Peer& p) const { return PeerHandle{p.slot, p.generation}; }
@@ -285,32 +527,21 @@ struct HostCore::Impl {
       slot = free_slots.back();
       free_slots.pop_back();
     } else {
-      slot = static_cast<std::uint32_t>(slots.size());
-      slots.push_back(std::make_unique<Peer>());
-      slots.back()->slot = slot;
+      slot = slots.add();
     }
-    Peer& p = *slots[slot];
+    Peer& p = slots[slot];
+    // A free slot holds no side blocks (reset_peer released them).
     const std::uint32_t generation = p.generation;
     const std::uint8_t in_session = p.incoming_session;
     const std::uint8_t out_session = p.outgoing_session;
-    p.acks.clear();
-    std::vector<PendingAck> acks = std::move(p.acks);
     p = Peer{};
-    p.acks = std::move(acks);
     p.slot = slot;
     p.generation = generation;
     p.incoming_session = in_session;
     p.outgoing_session = out_session;
     p.address = address;
     p.incoming_peer_id = peer_id;
-    p.mtu = config.mtu;
-    p.ping_interval = config.ping_interval_ms;
-    p.timeout_limit = config.timeout_limit;
-    p.timeout_minimum = config.timeout_minimum_ms;
-    p.timeout_maximum = config.timeout_maximum_ms;
-    p.packet_throttle_interval = config.throttle_interval_ms;
-    p.packet_throttle_acceleration = config.throttle_acceleration;
-    p.packet_throttle_deceleration = config.throttle_deceleration;
+    p.mtu = static_cast<std::uint16_t>(config.mtu);
     by_address.insert(base::PeerKey(address, peer_id), slot);
     ++peer_count;
     return &p;
@@ -331,15 +562,17 @@ struct HostCore::Impl {
   }
 
   void clear_queues(Peer& p) {
-    while (OutCmd* c = p.outgoing_reliable.pop_front()) out_pool.put(c);
-    while (OutCmd* c = p.outgoing_unreliable.pop_front()) out_pool.put(c);
-    while (OutCmd* c = p.sent_reliable.pop_front()) out_pool.put(c);
-    for (Channel& ch : p.channels) {
+    if (PeerQueues* q = p.queues) {
+      while (OutCmd* c = q->outgoing_reliable.pop_front()) out_pool.put(c);
+      while (OutCmd* c = q->outgoing_unreliable.pop_front()) out_pool.put(c);
+      while (OutCmd* c = q->sent_reliable.pop_front()) out_pool.put(c);
+      while (AckChunk* c = q->acks.pop_front()) ack_pool.put(c);
+      q->reliable_data_in_transit = 0;
+    }
+    for_each_channel(p, [&](Channel& ch) {
       while (InCmd* c = ch.in_reliable.pop_front()) release_in(p, c);
       while (InCmd* c = ch.in_unreliable.pop_front()) release_in(p, c);
-    }
-    p.acks.clear();
-    p.reliable_data_in_transit = 0;
+    });
   }
 
   void set_state(Peer& p, PeerState s) {
@@ -348,10 +581,10 @@ struct HostCore::Impl {
     const bool is = p.connected_like();
     if (!was && is) {
       ++connected_peers;
-      if (p.incoming_bandwidth != 0) ++bandwidth_limited_peers;
+      if (incoming_bandwidth(p) != 0) ++bandwidth_limited_peers;
     } else if (was && !is) {
       --connected_peers;
-      if (p.incoming_bandwidth != 0) --bandwidth_limited_peers;
+      if (incoming_bandwidth(p) != 0) --bandwidth_limited_peers;
     }
   }
 
@@ -359,9 +592,7 @@ struct HostCore::Impl {
   void reset_peer(Peer& p) {
     if (p.state == PeerState::disconnected) return;
     set_state(p, PeerState::connection_pending);  // leaves connected accounting
-    clear_queues(p);
-    p.channels.clear();
-    p.channels.shrink_to_fit();
+    release_blocks(p);
     const base::PeerKey key(p.address, p.incoming_peer_id);
     if (const std::uint32_t* v = by_address.find(key); v != nullptr && *v == p.slot) {
       by_address.erase(key);
@@ -401,10 +632,10 @@ struct HostCore::Impl {
 
   std::uint64_t peer_deadline(const Peer& p) const {
     std::uint64_t deadline = kNever;
-    if (!p.sent_reliable.empty()) {
-      deadline = p.next_timeout;
+    if (!p.sent_empty()) {
+      deadline = p.queues->next_timeout;
     } else if (p.connected_like()) {
-      deadline = p.last_receive_time + p.ping_interval;
+      deadline = p.last_receive_time + ping_interval(p);
     }
     return deadline;
   }
@@ -446,19 +677,20 @@ struct HostCore::Impl {
   // enet_peer_setup_outgoing_command: assigns sequence numbers at queue time.
   void queue_outgoing(Peer& p, const Command& cmd, Packet packet, std::uint32_t offset,
                       std::uint16_t length) {
+    PeerQueues& q = queues(p);
     OutCmd* oc = out_pool.get();
     oc->command = cmd;
     oc->packet = std::move(packet);
     oc->fragment_offset = offset;
     oc->fragment_length = length;
-    oc->queue_order = ++p.queue_counter;
+    oc->queue_order = ++q.queue_counter;
     p.outgoing_data_total += static_cast<std::uint32_t>(command_size(cmd.type()) + length);
     if (cmd.channel_id == kSystemChannel) {
       ++p.outgoing_reliable_seq;
       oc->reliable_seq = p.outgoing_reliable_seq;
       oc->unreliable_seq = 0;
     } else {
-      Channel& ch = p.channels[cmd.channel_id];
+      Channel& ch = channel(p, cmd.channel_id);
       if (cmd.needs_ack()) {
         ++ch.out_reliable_seq;
         ch.out_unreliable_seq = 0;
@@ -483,9 +715,9 @@ struct HostCore::Impl {
       default: break;
     }
     if (cmd.needs_ack()) {
-      p.outgoing_reliable.push_back(oc);
+      q.outgoing_reliable.push_back(oc);
     } else {
-      p.outgoing_unreliable.push_back(oc);
+      q.outgoing_unreliable.push_back(oc);
     }
     mark_dirty(p);
   }
@@ -520,9 +752,11 @@ struct HostCore::Impl {
 
   // enet_protocol_remove_sent_reliable_command
   Cmd remove_sent_reliable(Peer& p, std::uint16_t seq, std::uint8_t channel_id) {
+    if (p.queues == nullptr) return Cmd::none;
+    PeerQueues& q = *p.queues;
     OutCmd* found = nullptr;
     bool was_sent = true;
-    for (OutCmd* c = p.sent_reliable.front(); c != nullptr; c = c->next_) {
+    for (OutCmd* c = q.sent_reliable.front(); c != nullptr; c = c->next_) {
       if (c->reliable_seq == seq && c->command.channel_id == channel_id) {
         found = c;
         break;
@@ -530,7 +764,7 @@ struct HostCore::Impl {
     }
     if (found == nullptr) {
       // A timed-out command waiting for its resend can still be acknowledged.
-      for (OutCmd* c = p.outgoing_reliable.front(); c != nullptr; c = c->next_) {
+      for (OutCmd* c = q.outgoing_reliable.front(); c != nullptr; c = c->next_) {
         if (c->send_attempts < 1) break;
         if (c->reliable_seq == seq && c->command.channel_id == channel_id) {
           found = c;
@@ -540,26 +774,28 @@ struct HostCore::Impl {
       }
     }
     if (found == nullptr) return Cmd::none;
-    if (channel_id < p.channels.size()) {
-      Channel& ch = p.channels[channel_id];
-      const std::uint16_t w = seq_window(seq);
-      if (ch.reliable_windows[w] > 0) {
-        --ch.reliable_windows[w];
-        if (ch.reliable_windows[w] == 0)
-          ch.used_reliable_windows &= static_cast<std::uint16_t>(~(1u << w));
+    if (channel_id < p.channel_count) {
+      // Never null: the command was queued on it.
+      if (Channel* ch = channel_if(p, channel_id)) {
+        const std::uint16_t w = seq_window(seq);
+        if (ch->reliable_windows[w] > 0) {
+          --ch->reliable_windows[w];
+          if (ch->reliable_windows[w] == 0)
+            ch->used_reliable_windows &= static_cast<std::uint16_t>(~(1u << w));
+        }
       }
     }
     const Cmd type = found->command.type();
     if (was_sent) {
-      p.sent_reliable.remove(found);
-      if (found->packet) p.reliable_data_in_transit -= found->fragment_length;
+      q.sent_reliable.remove(found);
+      if (found->packet) q.reliable_data_in_transit -= found->fragment_length;
     } else {
-      p.outgoing_reliable.remove(found);
+      q.outgoing_reliable.remove(found);
     }
     out_pool.put(found);
-    if (!p.sent_reliable.empty()) {
-      OutCmd* front = p.sent_reliable.front();
-      p.next_timeout = front->sent_time_ms + front->rto_ms;
+    if (!q.sent_reliable.empty()) {
+      OutCmd* front = q.sent_reliable.front();
+      q.next_timeout = front->sent_time_ms + front->rto_ms;
     }
     return type;
   }
@@ -590,10 +826,11 @@ struct HostCore::Impl {
   // each eviction frees the largest holding there is.
   void evict_largest_holder() {
     Peer* hog = nullptr;
-    for (auto& sp : slots) {
-      if (sp && sp->state != PeerState::disconnected &&
-          (hog == nullptr || sp->total_waiting_data > hog->total_waiting_data)) {
-        hog = sp.get();
+    for (std::uint32_t i = 0; i < slots.size(); ++i) {
+      Peer& sp = slots[i];
+      if (sp.state != PeerState::disconnected &&
+          (hog == nullptr || sp.total_waiting_data > hog->total_waiting_data)) {
+        hog = &sp;
       }
     }
     if (hog == nullptr || hog->total_waiting_data == 0) return;  // it is all in the event queue
@@ -619,7 +856,7 @@ struct HostCore::Impl {
     ev.packet = std::move(packet);
     counters.buffered_bytes += ev.packet.size();
     ++counters.messages_in;
-    ++p.stats.messages_received;
+    count(p, kMessagesReceived, 1);
     events.push(std::move(ev));
   }
 
@@ -628,7 +865,7 @@ struct HostCore::Impl {
   // sequenced behind the last of them, unreliable messages held behind each reliable message
   // are released right after it: the same order, fewer needless drops.
   void dispatch_reliable(Peer& p, std::uint8_t channel_id) {
-    Channel& ch = p.channels[channel_id];
+    Channel& ch = channel(p, channel_id);
     while (InCmd* c = ch.in_reliable.front()) {
       if (c->fragments_remaining > 0 ||
           c->reliable_seq != static_cast<std::uint16_t>(ch.in_reliable_seq + 1)) {
@@ -648,7 +885,7 @@ struct HostCore::Impl {
   // Unreliable messages are sequenced behind the reliable message they followed: deliverable
   // once that reliable sequence number is current, and only if newer than the last delivered.
   void dispatch_unreliable(Peer& p, std::uint8_t channel_id) {
-    Channel& ch = p.channels[channel_id];
+    Channel& ch = channel(p, channel_id);
     InCmd* c = ch.in_unreliable.front();
     while (c != nullptr) {
       InCmd* next = c->next_;
@@ -682,7 +919,7 @@ struct HostCore::Impl {
       const std::uint16_t k = ahead(pos->reliable_seq, ch.in_reliable_seq);
       if (k == key) return false;
       if (k < key) break;
-      pos = pos->prev_;
+      pos = ch.in_reliable.prev(pos);
     }
     ch.in_reliable.insert_after(pos, c);
     return true;
@@ -690,7 +927,7 @@ struct HostCore::Impl {
 
   InCmd* find_reliable(Channel& ch, std::uint16_t seq) {
     const std::uint16_t key = ahead(seq, ch.in_reliable_seq);
-    for (InCmd* pos = ch.in_reliable.back(); pos != nullptr; pos = pos->prev_) {
+    for (InCmd* pos = ch.in_reliable.back(); pos != nullptr; pos = ch.in_reliable.prev(pos)) {
       const std::uint16_t k = ahead(pos->reliable_seq, ch.in_reliable_seq);
       if (k == key) return pos;
       if (k < key) break;
@@ -710,14 +947,14 @@ struct HostCore::Impl {
         insert_after = pos;
         return pos;
       }
-      pos = pos->prev_;
+      pos = ch.in_unreliable.prev(pos);
     }
     insert_after = pos;
     return nullptr;
   }
 
   Handled handle_send_reliable(Peer& p, const Command& cmd, Drop& why) {
-    Channel& ch = p.channels[cmd.channel_id];
+    Channel& ch = channel(p, cmd.channel_id);
     if (p.state == PeerState::disconnect_later) return Handled::ok;  // discarded, still acked
     if (!in_receive_window(cmd.reliable_seq, ch.in_reliable_seq)) {
       // Behind the delivered sequence number: a retransmission we already have.
@@ -742,7 +979,7 @@ struct HostCore::Impl {
   }
 
   Handled handle_send_unreliable(Peer& p, const Command& cmd, Drop& why) {
-    Channel& ch = p.channels[cmd.channel_id];
+    Channel& ch = channel(p, cmd.channel_id);
     if (p.state == PeerState::disconnect_later) return Handled::ok;
     const std::uint16_t rseq = cmd.reliable_seq;
     const std::uint16_t useq = cmd.unreliable.unreliable_seq;
@@ -787,21 +1024,25 @@ struct HostCore::Impl {
     if (p.state == PeerState::disconnect_later) return Handled::ok;
     std::uint32_t group = cmd.unsequenced.unsequenced_group;
     const std::uint32_t index = group % kUnsequencedWindowSize;
-    if (group < p.incoming_unsequenced_group) group += 0x10000;
-    if (group >= static_cast<std::uint32_t>(p.incoming_unsequenced_group) +
+    const std::uint16_t incoming_group =
+        p.unsequenced != nullptr ? p.unsequenced->incoming_group : 0;
+    if (group < incoming_group) group += 0x10000;
+    if (group >= static_cast<std::uint32_t>(incoming_group) +
                      kFreeUnsequencedWindows * kUnsequencedWindowSize) {
       counters.drops.add(Drop::out_of_window);
       return Handled::ok;
     }
     group &= 0xFFFF;
-    if (group - index != p.incoming_unsequenced_group) {
-      p.incoming_unsequenced_group = static_cast<std::uint16_t>(group - index);
-      p.unsequenced_window.fill(0);
-    } else if (p.unsequenced_window[index / 32] & (1u << (index % 32))) {
+    if (p.unsequenced == nullptr) p.unsequenced = unsequenced_pool.get();
+    UnsequencedWindow& window = *p.unsequenced;
+    if (group - index != window.incoming_group) {
+      window.incoming_group = static_cast<std::uint16_t>(group - index);
+      window.bits.fill(0);
+    } else if (window.bits[index / 32] & (1u << (index % 32))) {
       counters.drops.add(Drop::duplicate);
       return Handled::ok;
     }
-    p.unsequenced_window[index / 32] |= 1u << (index % 32);
+    window.bits[index / 32] |= 1u << (index % 32);
     deliver_now(p, cmd.channel_id, Delivery::unsequenced, Packet::copy_of(cmd.payload));
     return Handled::ok;
   }
@@ -877,7 +1118,7 @@ struct HostCore::Impl {
   }
 
   Handled handle_send_fragment(Peer& p, const Command& cmd, Drop& why) {
-    Channel& ch = p.channels[cmd.channel_id];
+    Channel& ch = channel(p, cmd.channel_id);
     const std::uint16_t start = cmd.fragment.start_seq;
     if (!in_receive_window(start, ch.in_reliable_seq) || start == ch.in_reliable_seq) {
       // A set already delivered (its retransmitted fragments are still acknowledged).
@@ -906,7 +1147,7 @@ struct HostCore::Impl {
   }
 
   Handled handle_send_unreliable_fragment(Peer& p, const Command& cmd, Drop& why) {
-    Channel& ch = p.channels[cmd.channel_id];
+    Channel& ch = channel(p, cmd.channel_id);
     const std::uint16_t rseq = cmd.reliable_seq;
     const std::uint16_t start = cmd.fragment.start_seq;
     if (!in_receive_window(rseq, ch.in_reliable_seq) ||
@@ -941,16 +1182,18 @@ struct HostCore::Impl {
 
   // enet_peer_throttle
   void throttle(Peer& p, std::uint32_t rtt) {
+    const std::uint32_t current = p.packet_throttle;
+    const std::uint32_t limit = p.packet_throttle_limit;
+    std::uint32_t next = current;
     if (p.last_rtt <= p.last_rtt_variance) {
-      p.packet_throttle = p.packet_throttle_limit;
+      next = limit;
     } else if (rtt <= p.last_rtt) {
-      p.packet_throttle =
-          std::min(p.packet_throttle + p.packet_throttle_acceleration, p.packet_throttle_limit);
-    } else if (rtt > p.last_rtt + 2 * p.last_rtt_variance) {
-      p.packet_throttle = p.packet_throttle > p.packet_throttle_deceleration
-                              ? p.packet_throttle - p.packet_throttle_deceleration
-                              : 0;
+      next = std::min(current + throttle_acceleration(p), limit);
+    } else if (rtt > std::uint32_t{p.last_rtt} + 2 * std::uint32_t{p.last_rtt_variance}) {
+      const std::uint32_t deceleration = throttle_deceleration(p);
+      next = current > deceleration ? current - deceleration : 0;
     }
+    p.packet_throttle = static_cast<std::uint8_t>(next);  // never above the limit (<= 32)
   }
 
   Handled handle_acknowledge(Peer& p, const Command& cmd) {
@@ -960,37 +1203,42 @@ struct HostCore::Impl {
     std::int64_t sent = (now & ~std::int64_t{0xFFFF}) | cmd.ack.received_sent_time;
     if ((sent & 0x8000) > (now & 0x8000)) sent -= 0x10000;
     if (sent > now || sent < 0) return Handled::ok;
+    // At most 65,535 (see above), so every RTT field fits 16 bits.
     const std::uint32_t rtt = std::max<std::uint32_t>(static_cast<std::uint32_t>(now - sent), 1);
+    std::uint32_t smoothed = p.rtt;
+    std::uint32_t variance = p.rtt_variance;
     if (p.last_receive_time > 0) {
       throttle(p, rtt);
-      p.rtt_variance -= p.rtt_variance / 4;
+      variance -= variance / 4;
       // ENet truncates diff/8, so a smoothed RTT up to 7 ms below a steady sample never
       // moves and the throttle can sit at 0 for good; rounding lets it converge.
-      if (rtt >= p.rtt) {
-        const std::uint32_t diff = rtt - p.rtt;
-        p.rtt_variance += diff / 4;
-        p.rtt += (diff + 4) / 8;
+      if (rtt >= smoothed) {
+        const std::uint32_t diff = rtt - smoothed;
+        variance += diff / 4;
+        smoothed += (diff + 4) / 8;
       } else {
-        const std::uint32_t diff = p.rtt - rtt;
-        p.rtt_variance += diff / 4;
-        p.rtt -= (diff + 4) / 8;
+        const std::uint32_t diff = smoothed - rtt;
+        variance += diff / 4;
+        smoothed -= (diff + 4) / 8;
       }
     } else {
-      p.rtt = rtt;
-      p.rtt_variance = (rtt + 1) / 2;
+      smoothed = rtt;
+      variance = (rtt + 1) / 2;
     }
+    p.rtt = static_cast<std::uint16_t>(smoothed);
+    p.rtt_variance = static_cast<std::uint16_t>(variance);
     p.lowest_rtt = std::min(p.lowest_rtt, p.rtt);
     p.highest_rtt_variance = std::max(p.highest_rtt_variance, p.rtt_variance);
-    if (p.packet_throttle_epoch == 0 ||
-        now_ms - p.packet_throttle_epoch >= p.packet_throttle_interval) {
+    if (!p.throttle_epoch_set || ms_since(p.packet_throttle_epoch) >= throttle_interval(p)) {
       p.last_rtt = p.lowest_rtt;
-      p.last_rtt_variance = std::max<std::uint32_t>(p.highest_rtt_variance, 1);
+      p.last_rtt_variance = std::max<std::uint16_t>(p.highest_rtt_variance, 1);
       p.lowest_rtt = p.rtt;
       p.highest_rtt_variance = p.rtt_variance;
-      p.packet_throttle_epoch = std::max<std::uint64_t>(now_ms, 1);
+      p.packet_throttle_epoch = epoch_stamp();
+      p.throttle_epoch_set = true;
     }
     p.last_receive_time = std::max<std::uint64_t>(now_ms, 1);
-    p.earliest_timeout = 0;
+    if (p.queues != nullptr) p.queues->earliest_timeout = 0;
 
     const Cmd acked = remove_sent_reliable(p, cmd.ack.received_reliable_seq, cmd.channel_id);
     if (acked == Cmd::none) counters.drops.add(Drop::unexpected_ack);
@@ -1012,16 +1260,15 @@ struct HostCore::Impl {
   }
 
   void compute_window_from_bandwidth(Peer& p) {
-    if (p.incoming_bandwidth == 0 && config.outgoing_bandwidth == 0) {
+    const std::uint32_t incoming = incoming_bandwidth(p);
+    if (incoming == 0 && config.outgoing_bandwidth == 0) {
       p.window_size = kMaxWindowSize;
-    } else if (p.incoming_bandwidth == 0 || config.outgoing_bandwidth == 0) {
+    } else if (incoming == 0 || config.outgoing_bandwidth == 0) {
       p.window_size =
-          (std::max(p.incoming_bandwidth, config.outgoing_bandwidth) / kWindowSizeScale) *
-          kMinWindowSize;
+          (std::max(incoming, config.outgoing_bandwidth) / kWindowSizeScale) * kMinWindowSize;
     } else {
       p.window_size =
-          (std::min(p.incoming_bandwidth, config.outgoing_bandwidth) / kWindowSizeScale) *
-          kMinWindowSize;
+          (std::min(incoming, config.outgoing_bandwidth) / kWindowSizeScale) * kMinWindowSize;
     }
     p.window_size = std::clamp(p.window_size, kMinWindowSize, kMaxWindowSize);
   }
@@ -1038,7 +1285,7 @@ struct HostCore::Impl {
     // are distinct among its live connections, so the key finds a retransmitted CONNECT, and a
     // restarted client (same socket, same index, new connect ID) replaces its old connection.
     if (const std::uint32_t* slot = by_address.find(base::PeerKey(from, c.outgoing_peer_id))) {
-      Peer& old = *slots[*slot];
+      Peer& old = slots[*slot];
       if (old.outgoing_peer_id == c.outgoing_peer_id && old.state != PeerState::connecting) {
         if (old.connect_id == c.connect_id) {
           why = Drop::duplicate;  // a retransmitted CONNECT; our VERIFY retransmits on its own
@@ -1057,15 +1304,12 @@ struct HostCore::Impl {
     }
     Peer& p = *pp;
     const std::uint32_t channel_count = std::min(c.channel_count, config.channel_limit);
-    p.channels.resize(channel_count);
+    reset_channels(p, channel_count);
     p.state = PeerState::acknowledging_connect;
     p.connect_id = c.connect_id;
-    p.outgoing_peer_id = c.outgoing_peer_id;
-    p.incoming_bandwidth = c.incoming_bandwidth;
-    p.outgoing_bandwidth = c.outgoing_bandwidth;
-    p.packet_throttle_interval = c.throttle_interval;
-    p.packet_throttle_acceleration = c.throttle_acceleration;
-    p.packet_throttle_deceleration = c.throttle_deceleration;
+    p.outgoing_peer_id = static_cast<std::uint16_t>(c.outgoing_peer_id);
+    set_bandwidths(p, c.incoming_bandwidth, c.outgoing_bandwidth);
+    set_throttle_settings(p, c.throttle_interval, c.throttle_acceleration, c.throttle_deceleration);
     p.connect_data = c.data;
     p.event_data = c.data;
 
@@ -1086,7 +1330,7 @@ struct HostCore::Impl {
     p.incoming_session = outgoing_session;
 
     const std::uint32_t mtu = std::clamp(c.mtu, kMinMtu, kMaxMtu);
-    p.mtu = std::min(p.mtu, mtu);
+    p.mtu = static_cast<std::uint16_t>(std::min<std::uint32_t>(p.mtu, mtu));
     compute_window_from_bandwidth(p);
     std::uint32_t window = config.incoming_bandwidth == 0
                                ? kMaxWindowSize
@@ -1104,9 +1348,9 @@ struct HostCore::Impl {
     verify.connect.channel_count = channel_count;
     verify.connect.incoming_bandwidth = config.incoming_bandwidth;
     verify.connect.outgoing_bandwidth = config.outgoing_bandwidth;
-    verify.connect.throttle_interval = p.packet_throttle_interval;
-    verify.connect.throttle_acceleration = p.packet_throttle_acceleration;
-    verify.connect.throttle_deceleration = p.packet_throttle_deceleration;
+    verify.connect.throttle_interval = throttle_interval(p);
+    verify.connect.throttle_acceleration = throttle_acceleration(p);
+    verify.connect.throttle_deceleration = throttle_deceleration(p);
     verify.connect.connect_id = p.connect_id;
     queue_system(p, verify);
     return &p;
@@ -1117,9 +1361,9 @@ struct HostCore::Impl {
     if (p.state != PeerState::connecting) return Handled::ok;
     const Connect& c = cmd.connect;
     if (c.channel_count < kMinChannelCount || c.channel_count > kMaxChannelCount ||
-        c.throttle_interval != p.packet_throttle_interval ||
-        c.throttle_acceleration != p.packet_throttle_acceleration ||
-        c.throttle_deceleration != p.packet_throttle_deceleration || c.connect_id != p.connect_id) {
+        c.throttle_interval != throttle_interval(p) ||
+        c.throttle_acceleration != throttle_acceleration(p) ||
+        c.throttle_deceleration != throttle_deceleration(p) || c.connect_id != p.connect_id) {
       why = Drop::bad_handshake;
       p.event_data = 0;
       set_state(p, PeerState::zombie);
@@ -1128,16 +1372,16 @@ struct HostCore::Impl {
       return Handled::stop;
     }
     remove_sent_reliable(p, p.connect_seq, kSystemChannel);
-    if (c.channel_count < p.channels.size()) p.channels.resize(c.channel_count);
-    p.outgoing_peer_id = c.outgoing_peer_id;
-    p.incoming_session = c.incoming_session;
-    p.outgoing_session = c.outgoing_session;
+    // No channel has carried anything yet: the connection is not up.
+    if (c.channel_count < p.channel_count) reset_channels(p, c.channel_count);
+    p.outgoing_peer_id = static_cast<std::uint16_t>(c.outgoing_peer_id);
+    p.incoming_session = static_cast<std::uint8_t>(c.incoming_session);
+    p.outgoing_session = static_cast<std::uint8_t>(c.outgoing_session);
     const std::uint32_t mtu = std::clamp(c.mtu, kMinMtu, kMaxMtu);
-    p.mtu = std::min(p.mtu, mtu);
+    p.mtu = static_cast<std::uint16_t>(std::min<std::uint32_t>(p.mtu, mtu));
     const std::uint32_t window = std::clamp(c.window_size, kMinWindowSize, kMaxWindowSize);
     p.window_size = std::min(p.window_size, window);
-    p.incoming_bandwidth = c.incoming_bandwidth;
-    p.outgoing_bandwidth = c.outgoing_bandwidth;
+    set_bandwidths(p, c.incoming_bandwidth, c.outgoing_bandwidth);
     notify_connect(p);
     return Handled::ok;
   }
@@ -1171,29 +1415,28 @@ struct HostCore::Impl {
 
   Handled handle_bandwidth_limit(Peer& p, const Command& cmd) {
     if (!p.connected_like()) return Handled::stop;
-    if (p.incoming_bandwidth != 0) --bandwidth_limited_peers;
-    p.incoming_bandwidth = cmd.bandwidth.incoming_bandwidth;
-    p.outgoing_bandwidth = cmd.bandwidth.outgoing_bandwidth;
-    if (p.incoming_bandwidth != 0) ++bandwidth_limited_peers;
+    if (incoming_bandwidth(p) != 0) --bandwidth_limited_peers;
+    set_bandwidths(p, cmd.bandwidth.incoming_bandwidth, cmd.bandwidth.outgoing_bandwidth);
+    if (incoming_bandwidth(p) != 0) ++bandwidth_limited_peers;
     compute_window_from_bandwidth(p);
     return Handled::ok;
   }
 
   Handled handle_throttle_configure(Peer& p, const Command& cmd) {
     if (!p.connected_like()) return Handled::stop;
-    p.packet_throttle_interval = cmd.throttle.interval;
-    p.packet_throttle_acceleration = cmd.throttle.acceleration;
-    p.packet_throttle_deceleration = cmd.throttle.deceleration;
+    set_throttle_settings(p, cmd.throttle.interval, cmd.throttle.acceleration,
+                          cmd.throttle.deceleration);
     return Handled::ok;
   }
 
   // enet_peer_queue_acknowledgement
   void queue_ack(Peer& p, const Command& cmd, std::uint16_t sent_time) {
-    if (cmd.channel_id < p.channels.size()) {
-      const Channel& ch = p.channels[cmd.channel_id];
+    if (cmd.channel_id < p.channel_count) {
+      const Channel* ch = channel_if(p, cmd.channel_id);
+      const std::uint16_t in_reliable_seq = ch != nullptr ? ch->in_reliable_seq : 0;
       std::uint32_t window = seq_window(cmd.reliable_seq);
-      const std::uint32_t current = seq_window(ch.in_reliable_seq);
-      if (cmd.reliable_seq < ch.in_reliable_seq) window += kReliableWindows;
+      const std::uint32_t current = seq_window(in_reliable_seq);
+      if (cmd.reliable_seq < in_reliable_seq) window += kReliableWindows;
       // Commands that far ahead were discarded; acknowledging them would lose them for good.
       if (window >= current + kFreeReliableWindows - 1 &&
           window <= current + kFreeReliableWindows) {
@@ -1201,8 +1444,14 @@ struct HostCore::Impl {
       }
     }
     p.outgoing_data_total += kAcknowledgeSize;
-    p.acks.push_back(
-        PendingAck{cmd.reliable_seq, sent_time, cmd.channel_id, cmd.type() == Cmd::disconnect});
+    PeerQueues& q = queues(p);
+    AckChunk* chunk = q.acks.back();
+    if (chunk == nullptr || chunk->end == AckChunk::kCapacity) {
+      chunk = ack_pool.get();
+      q.acks.push_back(chunk);
+    }
+    chunk->acks[chunk->end++] =
+        PendingAck{cmd.reliable_seq, sent_time, cmd.channel_id, cmd.type() == Cmd::disconnect};
   }
 
   void on_datagram(std::uint64_t now_us, const Endpoint& from, std::span<const std::byte> bytes) {
@@ -1224,7 +1473,7 @@ struct HostCore::Impl {
         counters.drops.add(Drop::unknown_peer);
         return;
       }
-      peer = slots[*slot].get();
+      peer = &slots[*slot];
       if (peer->state == PeerState::disconnected || peer->state == PeerState::zombie) {
         counters.drops.add(Drop::unknown_peer);
         return;
@@ -1239,9 +1488,8 @@ struct HostCore::Impl {
       return;
     }
     if (peer != nullptr) {
-      peer->incoming_data_total += static_cast<std::uint32_t>(bytes.size());
-      ++peer->stats.datagrams_received;
-      peer->stats.bytes_received += bytes.size();
+      count(*peer, kDatagramsReceived, 1);
+      count(*peer, kBytesReceived, bytes.size());
     }
 
     CommandDecoder decoder(bytes, dh.size);
@@ -1286,7 +1534,7 @@ struct HostCore::Impl {
         case Cmd::send_unsequenced:
         case Cmd::send_fragment:
         case Cmd::send_unreliable_fragment:
-          if (cmd.channel_id >= peer->channels.size()) {
+          if (cmd.channel_id >= peer->channel_count) {
             why = Drop::bad_channel;
             result = Handled::stop;
           } else if (!peer->connected_like()) {
@@ -1340,10 +1588,8 @@ struct HostCore::Impl {
       }
     }
     if (peer != nullptr && peer->state != PeerState::disconnected) {
-      if (!peer->acks.empty() || !peer->outgoing_reliable.empty() ||
-          !peer->outgoing_unreliable.empty()) {
-        mark_dirty(*peer);
-      }
+      if (peer->has_queued()) mark_dirty(*peer);
+      release_queues_if_idle(*peer);
       schedule(*peer);
     }
   }
@@ -1361,7 +1607,7 @@ struct HostCore::Impl {
     if (pp == nullptr) return PeerHandle{};
     Peer& p = *pp;
     channel_count = std::clamp<std::size_t>(channel_count, kMinChannelCount, kMaxChannelCount);
-    p.channels.resize(channel_count);
+    reset_channels(p, static_cast<std::uint32_t>(channel_count));
     p.state = PeerState::connecting;
     p.app_knows = true;
     p.connect_id = random_u32();
@@ -1381,9 +1627,9 @@ struct HostCore::Impl {
     cmd.connect.channel_count = static_cast<std::uint32_t>(channel_count);
     cmd.connect.incoming_bandwidth = config.incoming_bandwidth;
     cmd.connect.outgoing_bandwidth = config.outgoing_bandwidth;
-    cmd.connect.throttle_interval = p.packet_throttle_interval;
-    cmd.connect.throttle_acceleration = p.packet_throttle_acceleration;
-    cmd.connect.throttle_deceleration = p.packet_throttle_deceleration;
+    cmd.connect.throttle_interval = throttle_interval(p);
+    cmd.connect.throttle_acceleration = throttle_acceleration(p);
+    cmd.connect.throttle_deceleration = throttle_deceleration(p);
     cmd.connect.connect_id = p.connect_id;
     cmd.connect.data = data;
     queue_system(p, cmd);
@@ -1395,14 +1641,14 @@ struct HostCore::Impl {
     Peer* pp = find(h);
     if (pp == nullptr || pp->state != PeerState::connected) return SendResult::not_connected;
     Peer& p = *pp;
-    if (channel_id >= p.channels.size()) return SendResult::bad_channel;
+    if (channel_id >= p.channel_count) return SendResult::bad_channel;
     const std::size_t size = payload.size();
     if (size > config.max_packet_size) return SendResult::too_large;
-    Channel& ch = p.channels[channel_id];
+    Channel& ch = channel(p, channel_id);
     std::size_t fragment_length = p.mtu - 4 - kFragmentCommandSize;
     if (config.checksum) fragment_length -= 4;
     ++counters.messages_out;
-    ++p.stats.messages_sent;
+    count(p, kMessagesSent, 1);
     if (size > fragment_length) {
       const std::size_t fragment_count = (size + fragment_length - 1) / fragment_length;
       if (fragment_count > kMaxFragmentCount) return SendResult::too_large;
@@ -1490,37 +1736,38 @@ struct HostCore::Impl {
 
   // enet_protocol_check_timeouts; true when the peer timed out (and is gone).
   bool check_timeouts(Peer& p) {
+    PeerQueues& q = queues(p);
     OutCmd* insert_after = nullptr;
-    OutCmd* c = p.sent_reliable.front();
+    OutCmd* c = q.sent_reliable.front();
     while (c != nullptr) {
       OutCmd* next = c->next_;
       if (now_ms - c->sent_time_ms < c->rto_ms) {
         c = next;
         continue;
       }
-      if (p.earliest_timeout == 0 || c->sent_time_ms < p.earliest_timeout) {
-        p.earliest_timeout = c->sent_time_ms;
+      if (q.earliest_timeout == 0 || c->sent_time_ms < q.earliest_timeout) {
+        q.earliest_timeout = c->sent_time_ms;
       }
-      if (p.earliest_timeout != 0 && (now_ms - p.earliest_timeout >= p.timeout_maximum ||
+      if (q.earliest_timeout != 0 && (now_ms - q.earliest_timeout >= timeout_maximum(p) ||
                                       ((std::uint64_t{1} << std::min<std::uint32_t>(
-                                            c->send_attempts - 1, 62)) >= p.timeout_limit &&
-                                       now_ms - p.earliest_timeout >= p.timeout_minimum))) {
+                                            c->send_attempts - 1, 62)) >= timeout_limit(p) &&
+                                       now_ms - q.earliest_timeout >= timeout_minimum(p)))) {
         notify_disconnect(p, DisconnectReason::timeout);
         return true;
       }
       ++p.packets_lost;
       ++counters.retransmits;
-      ++p.stats.reliable_retransmits;
+      count(p, kReliableRetransmits, 1);
       c->rto_ms *= 2;
-      if (c->packet) p.reliable_data_in_transit -= c->fragment_length;
-      p.sent_reliable.remove(c);
-      p.outgoing_reliable.insert_after(insert_after, c);
+      if (c->packet) q.reliable_data_in_transit -= c->fragment_length;
+      q.sent_reliable.remove(c);
+      q.outgoing_reliable.insert_after(insert_after, c);
       insert_after = c;
       c = next;
     }
-    if (!p.sent_reliable.empty()) {
-      OutCmd* front = p.sent_reliable.front();
-      p.next_timeout = front->sent_time_ms + front->rto_ms;
+    if (!q.sent_reliable.empty()) {
+      OutCmd* front = q.sent_reliable.front();
+      q.next_timeout = front->sent_time_ms + front->rto_ms;
     }
     return false;
   }
@@ -1549,32 +1796,36 @@ struct HostCore::Impl {
   }
 
   void write_acks(Peer& p, Build& b) {
-    std::size_t i = 0;
-    for (; i < p.acks.size(); ++i) {
-      if (room(b) < kAcknowledgeSize) {
-        b.more = true;
-        break;
+    PeerQueues& q = queues(p);
+    while (AckChunk* chunk = q.acks.front()) {
+      for (; chunk->begin < chunk->end; ++chunk->begin) {
+        if (room(b) < kAcknowledgeSize) {
+          b.more = true;
+          return;
+        }
+        const PendingAck& a = chunk->acks[chunk->begin];
+        Command cmd;
+        cmd.command = static_cast<std::uint8_t>(Cmd::acknowledge);
+        cmd.channel_id = a.channel;
+        cmd.reliable_seq = a.reliable_seq;
+        cmd.ack.received_reliable_seq = a.reliable_seq;
+        cmd.ack.received_sent_time = a.sent_time;
+        put_command(b, cmd, {});
+        ++counters.acks_out;
+        if (a.is_disconnect) b.zombie_after = true;
       }
-      const PendingAck& a = p.acks[i];
-      Command cmd;
-      cmd.command = static_cast<std::uint8_t>(Cmd::acknowledge);
-      cmd.channel_id = a.channel;
-      cmd.reliable_seq = a.reliable_seq;
-      cmd.ack.received_reliable_seq = a.reliable_seq;
-      cmd.ack.received_sent_time = a.sent_time;
-      put_command(b, cmd, {});
-      ++counters.acks_out;
-      if (a.is_disconnect) b.zombie_after = true;
+      q.acks.remove(chunk);
+      ack_pool.put(chunk);
     }
-    p.acks.erase(p.acks.begin(), p.acks.begin() + static_cast<std::ptrdiff_t>(i));
   }
 
   enum class Wrote { sent, blocked, full, dropped };
 
   // A reliable command, if the reliable windows and the throttled send window allow it.
   Wrote write_reliable_one(Peer& p, Build& b, OutCmd* c) {
+    PeerQueues& q = *p.queues;  // c is queued there
     Channel* ch =
-        c->command.channel_id < p.channels.size() ? &p.channels[c->command.channel_id] : nullptr;
+        c->command.channel_id < p.channel_count ? channel_if(p, c->command.channel_id) : nullptr;
     const std::uint16_t w = seq_window(c->reliable_seq);
     if (ch != nullptr && c->send_attempts < 1 && c->reliable_seq % kReliableWindowSize == 0) {
       const std::uint32_t span_mask = (1u << (kFreeReliableWindows + 2)) - 1;
@@ -1588,7 +1839,8 @@ struct HostCore::Impl {
     }
     if (c->packet) {
       const std::uint32_t window = (p.packet_throttle * p.window_size) / kPacketThrottleScale;
-      if (p.reliable_data_in_transit + c->fragment_length > std::max(window, p.mtu)) {
+      if (q.reliable_data_in_transit + c->fragment_length >
+          std::max<std::uint32_t>(window, p.mtu)) {
         return Wrote::blocked;
       }
     }
@@ -1599,13 +1851,13 @@ struct HostCore::Impl {
       ch->out_reliable_sent = c->reliable_seq;
     }
     ++c->send_attempts;
-    if (c->rto_ms == 0) c->rto_ms = p.rtt + 4 * p.rtt_variance;
-    if (p.sent_reliable.empty()) p.next_timeout = now_ms + c->rto_ms;
-    p.outgoing_reliable.remove(c);
-    p.sent_reliable.push_back(c);
+    if (c->rto_ms == 0) c->rto_ms = std::uint32_t{p.rtt} + 4 * std::uint32_t{p.rtt_variance};
+    if (q.sent_reliable.empty()) q.next_timeout = now_ms + c->rto_ms;
+    q.outgoing_reliable.remove(c);
+    q.sent_reliable.push_back(c);
     c->sent_time_ms = now_ms;
     b.sent_time = true;
-    p.reliable_data_in_transit += c->fragment_length;
+    q.reliable_data_in_transit += c->fragment_length;
     ++p.packets_sent;
     put_command(b, c->command,
                 c->packet ? c->packet.bytes().subspan(c->fragment_offset, c->fragment_length)
@@ -1614,25 +1866,26 @@ struct HostCore::Impl {
   }
 
   Wrote write_unreliable_one(Peer& p, Build& b, OutCmd* c) {
+    PeerQueues& q = *p.queues;  // c is queued there
     if (c->packet && c->fragment_offset == 0) {
-      p.packet_throttle_counter =
-          (p.packet_throttle_counter + kPacketThrottleCounter) % kPacketThrottleScale;
+      p.packet_throttle_counter = static_cast<std::uint8_t>(
+          (p.packet_throttle_counter + kPacketThrottleCounter) % kPacketThrottleScale);
       if (p.packet_throttle_counter > p.packet_throttle) {
         // The throttle drops the whole message: this command and the rest of its fragments.
         const std::uint16_t rseq = c->reliable_seq;
         const std::uint16_t useq = c->unreliable_seq;
         counters.drops.add(Drop::throttled);
         do {
-          p.outgoing_unreliable.remove(c);
+          q.outgoing_unreliable.remove(c);
           out_pool.put(c);
-          c = p.outgoing_unreliable.front();
+          c = q.outgoing_unreliable.front();
         } while (c != nullptr && c->fragment_offset != 0 && c->reliable_seq == rseq &&
                  c->unreliable_seq == useq);
         return Wrote::dropped;
       }
     }
     if (room(b) < command_size(c->command.type()) + c->fragment_length) return Wrote::full;
-    p.outgoing_unreliable.remove(c);
+    q.outgoing_unreliable.remove(c);
     put_command(b, c->command,
                 c->packet ? c->packet.bytes().subspan(c->fragment_offset, c->fragment_length)
                           : std::span<const std::byte>());
@@ -1644,9 +1897,9 @@ struct HostCore::Impl {
   // must wait for it: an ENet receiver that gets it first holds it and then, releasing a run
   // of reliable messages at once, discards it as late.
   bool waits_for_reliable(const Peer& p, const OutCmd* u) const {
-    if (u->command.channel_id >= p.channels.size() || u->command.unsequenced_flag()) return false;
-    const std::uint16_t d =
-        ahead(u->reliable_seq, p.channels[u->command.channel_id].out_reliable_sent);
+    if (u->command.channel_id >= p.channel_count || u->command.unsequenced_flag()) return false;
+    const Channel* ch = channel_if(p, u->command.channel_id);  // never null: u was queued on it
+    const std::uint16_t d = ahead(u->reliable_seq, ch != nullptr ? ch->out_reliable_sent : 0);
     return d != 0 && d < 0x8000;
   }
 
@@ -1654,10 +1907,12 @@ struct HostCore::Impl {
   // older). Once the reliable side is blocked by its windows, unreliable traffic still flows,
   // except what is sequenced behind a reliable message still waiting.
   void write_commands(Peer& p, Build& b) {
+    if (p.queues == nullptr) return;
+    PeerQueues& q = *p.queues;
     bool reliable_blocked = false;
     while (true) {
-      OutCmd* r = reliable_blocked ? nullptr : p.outgoing_reliable.front();
-      OutCmd* u = p.outgoing_unreliable.front();
+      OutCmd* r = reliable_blocked ? nullptr : q.outgoing_reliable.front();
+      OutCmd* u = q.outgoing_unreliable.front();
       if (u != nullptr && reliable_blocked && waits_for_reliable(p, u)) u = nullptr;
       if (r == nullptr && u == nullptr) return;
       Wrote w;
@@ -1675,15 +1930,16 @@ struct HostCore::Impl {
   }
 
   void update_packet_loss(Peer& p) {
-    if (p.packet_loss_epoch == 0) {
-      p.packet_loss_epoch = std::max<std::uint64_t>(now_ms, 1);
-    } else if (now_ms - p.packet_loss_epoch >= kPacketLossInterval && p.packets_sent > 0) {
+    if (!p.loss_epoch_set) {
+      p.packet_loss_epoch = epoch_stamp();
+      p.loss_epoch_set = true;
+    } else if (ms_since(p.packet_loss_epoch) >= kPacketLossInterval && p.packets_sent > 0) {
       const std::uint32_t loss = static_cast<std::uint32_t>(std::uint64_t{p.packets_lost} *
                                                             kPacketLossScale / p.packets_sent);
       const std::uint32_t diff = loss > p.packet_loss ? loss - p.packet_loss : p.packet_loss - loss;
       p.packet_loss_variance = (p.packet_loss_variance * 3 + diff) / 4;
       p.packet_loss = (p.packet_loss * 7 + loss) / 8;
-      p.packet_loss_epoch = std::max<std::uint64_t>(now_ms, 1);
+      p.packet_loss_epoch = epoch_stamp();
       p.packets_sent = 0;
       p.packets_lost = 0;
     }
@@ -1694,8 +1950,8 @@ struct HostCore::Impl {
   bool build_datagram(Peer& p, OutDatagram& dg, bool check_timers, bool& more) {
     more = false;
     Build b{&dg, kMaxHeaderSize, kMaxHeaderSize + p.mtu - header_size(true, config.checksum)};
-    if (!p.acks.empty()) write_acks(p, b);
-    if (check_timers && !p.sent_reliable.empty() && now_ms >= p.next_timeout) {
+    if (p.has_acks()) write_acks(p, b);
+    if (check_timers && !p.sent_empty() && now_ms >= p.queues->next_timeout) {
       if (check_timeouts(p)) return false;  // peer is gone; acks written so far are moot
     }
     write_commands(p, b);
@@ -1703,8 +1959,8 @@ struct HostCore::Impl {
       start_disconnect(p, p.event_data);
       write_commands(p, b);
     }
-    if (p.sent_reliable.empty() && p.outgoing_reliable.empty() && p.connected_like() &&
-        now_ms - p.last_receive_time >= p.ping_interval && room(b) >= command_size(Cmd::ping)) {
+    if (p.sent_empty() && p.outgoing_reliable_empty() && p.connected_like() &&
+        now_ms - p.last_receive_time >= ping_interval(p) && room(b) >= command_size(Cmd::ping)) {
       Command ping;
       ping.command = static_cast<std::uint8_t>(Cmd::ping) | kFlagAcknowledge;
       queue_system(p, ping);
@@ -1730,9 +1986,8 @@ struct HostCore::Impl {
     }
     dg.size = static_cast<std::uint32_t>(total);
     dg.to = p.address;
-    p.last_send_time = now_ms;
-    ++p.stats.datagrams_sent;
-    p.stats.bytes_sent += total;
+    count(p, kDatagramsSent, 1);
+    count(p, kBytesSent, total);
     ++counters.datagrams_out;
     counters.bytes_out += total;
     if (b.zombie_after && p.state == PeerState::acknowledging_disconnect) {
@@ -1765,14 +2020,19 @@ struct HostCore::Impl {
     }
     if (now_ms - bandwidth_throttle_epoch < kBandwidthThrottleInterval) return;
     const std::uint64_t elapsed = now_ms - bandwidth_throttle_epoch;
-    const std::uint64_t stamp = std::max<std::uint64_t>(now_ms, 1);
     bandwidth_throttle_epoch = now_ms;
     std::size_t peers_remaining = connected_peers;
     if (peers_remaining == 0) return;
     std::vector<Peer*>& connected = throttle_scratch;  // reused: the pass runs every second
     connected.clear();
-    for (auto& sp : slots) {
-      if (sp && sp->connected_like()) connected.push_back(sp.get());
+    for (std::uint32_t i = 0; i < slots.size(); ++i) {
+      Peer& sp = slots[i];
+      if (sp.connected_like()) {
+        // The marks mean "set by this pass" (ENet compares epochs with the pass's time stamp).
+        sp.incoming_bandwidth_marked = false;
+        sp.outgoing_bandwidth_marked = false;
+        connected.push_back(&sp);
+      }
     }
     std::uint64_t data_total = ~std::uint64_t{0};
     std::uint64_t bandwidth = ~std::uint64_t{0};
@@ -1789,17 +2049,17 @@ struct HostCore::Impl {
                                                : bandwidth * kPacketThrottleScale /
                                                      std::max<std::uint64_t>(data_total, 1);
       for (Peer* p : connected) {
-        if (p->incoming_bandwidth == 0 || p->outgoing_bandwidth_epoch == stamp) continue;
-        const std::uint64_t peer_bandwidth = std::uint64_t{p->incoming_bandwidth} * elapsed / 1000;
+        if (incoming_bandwidth(*p) == 0 || p->outgoing_bandwidth_marked) continue;
+        const std::uint64_t peer_bandwidth = std::uint64_t{incoming_bandwidth(*p)} * elapsed / 1000;
         if (throttle_value * p->outgoing_data_total / kPacketThrottleScale <= peer_bandwidth)
           continue;
+        // Below kPacketThrottleScale: this peer's data exceeds its bandwidth.
         p->packet_throttle_limit =
-            static_cast<std::uint32_t>(peer_bandwidth * kPacketThrottleScale /
-                                       std::max<std::uint32_t>(p->outgoing_data_total, 1));
+            static_cast<std::uint8_t>(peer_bandwidth * kPacketThrottleScale /
+                                      std::max<std::uint32_t>(p->outgoing_data_total, 1));
         if (p->packet_throttle_limit == 0) p->packet_throttle_limit = 1;
         p->packet_throttle = std::min(p->packet_throttle, p->packet_throttle_limit);
-        p->outgoing_bandwidth_epoch = stamp;
-        p->incoming_data_total = 0;
+        p->outgoing_bandwidth_marked = true;
         p->outgoing_data_total = 0;
         needs_adjustment = true;
         --peers_remaining;
@@ -1812,10 +2072,9 @@ struct HostCore::Impl {
                                                : bandwidth * kPacketThrottleScale /
                                                      std::max<std::uint64_t>(data_total, 1);
       for (Peer* p : connected) {
-        if (p->outgoing_bandwidth_epoch == stamp) continue;
-        p->packet_throttle_limit = static_cast<std::uint32_t>(throttle_value);
+        if (p->outgoing_bandwidth_marked) continue;
+        p->packet_throttle_limit = static_cast<std::uint8_t>(throttle_value);  // <= 32
         p->packet_throttle = std::min(p->packet_throttle, p->packet_throttle_limit);
-        p->incoming_data_total = 0;
         p->outgoing_data_total = 0;
       }
     }
@@ -1830,12 +2089,13 @@ struct HostCore::Impl {
           needs_adjustment = false;
           bandwidth_limit = in_bandwidth / peers_remaining;
           for (Peer* p : connected) {
-            if (p->incoming_bandwidth_epoch == stamp) continue;
-            if (p->outgoing_bandwidth > 0 && p->outgoing_bandwidth >= bandwidth_limit) continue;
-            p->incoming_bandwidth_epoch = stamp;
+            if (p->incoming_bandwidth_marked) continue;
+            const std::uint32_t out = outgoing_bandwidth(*p);
+            if (out > 0 && out >= bandwidth_limit) continue;
+            p->incoming_bandwidth_marked = true;
             needs_adjustment = true;
             --peers_remaining;
-            in_bandwidth -= std::min<std::uint64_t>(in_bandwidth, p->outgoing_bandwidth);
+            in_bandwidth -= std::min<std::uint64_t>(in_bandwidth, out);
           }
         }
       }
@@ -1843,8 +2103,8 @@ struct HostCore::Impl {
         Command cmd;
         cmd.command = static_cast<std::uint8_t>(Cmd::bandwidth_limit) | kFlagAcknowledge;
         cmd.bandwidth.outgoing_bandwidth = config.outgoing_bandwidth;
-        cmd.bandwidth.incoming_bandwidth = p->incoming_bandwidth_epoch == stamp
-                                               ? p->outgoing_bandwidth
+        cmd.bandwidth.incoming_bandwidth = p->incoming_bandwidth_marked
+                                               ? outgoing_bandwidth(*p)
                                                : static_cast<std::uint32_t>(bandwidth_limit);
         queue_system(*p, cmd);
       }
@@ -1870,7 +2130,7 @@ struct HostCore::Impl {
     bandwidth_throttle();
     while (dirty_cursor < dirty.size()) {
       const std::uint32_t slot = dirty[dirty_cursor];
-      Peer& p = *slots[slot];
+      Peer& p = slots[slot];
       if (!p.dirty || p.state == PeerState::disconnected) {
         p.dirty = false;
         ++dirty_cursor;
@@ -1886,7 +2146,10 @@ struct HostCore::Impl {
       }
       p.dirty = false;
       p.timer_due = false;
-      if (p.state != PeerState::disconnected) schedule(p);
+      if (p.state != PeerState::disconnected) {
+        release_queues_if_idle(p);
+        schedule(p);
+      }
       ++dirty_cursor;
     }
     dirty.clear();
@@ -1936,7 +2199,7 @@ SendResult HostCore::send(PeerHandle peer, std::uint8_t channel, Delivery delive
                           std::span<const std::byte> payload) {
   Peer* p = impl_->find(peer);
   if (p == nullptr || p->state != PeerState::connected) return SendResult::not_connected;
-  if (channel >= p->channels.size()) return SendResult::bad_channel;
+  if (channel >= p->channel_count) return SendResult::bad_channel;
   if (payload.size() > impl_->config.max_packet_size) return SendResult::too_large;
   return impl_->send(peer, channel, delivery, Packet::copy_of(payload));
 }
@@ -1969,9 +2232,7 @@ void HostCore::configure_throttle(PeerHandle peer, std::uint32_t interval_ms,
                                   std::uint32_t acceleration, std::uint32_t deceleration) {
   Peer* p = impl_->find(peer);
   if (p == nullptr) return;
-  p->packet_throttle_interval = interval_ms;
-  p->packet_throttle_acceleration = acceleration;
-  p->packet_throttle_deceleration = deceleration;
+  impl_->set_throttle_settings(*p, interval_ms, acceleration, deceleration);
   if (p->state != PeerState::connected) return;
   Command cmd;
   cmd.command = static_cast<std::uint8_t>(Cmd::throttle_configure) | kFlagAcknowledge;
@@ -1985,15 +2246,20 @@ void HostCore::configure_timeouts(PeerHandle peer, std::uint32_t limit, std::uin
                                   std::uint32_t maximum_ms) {
   Peer* p = impl_->find(peer);
   if (p == nullptr) return;
-  p->timeout_limit = limit != 0 ? limit : kTimeoutLimit;
-  p->timeout_minimum = minimum_ms != 0 ? minimum_ms : kTimeoutMinimum;
-  p->timeout_maximum = maximum_ms != 0 ? maximum_ms : kTimeoutMaximum;
+  const HostConfig& cfg = impl_->config;
+  impl_->set_setting(*p, &PeerExtra::timeout_limit, limit != 0 ? limit : kTimeoutLimit,
+                     cfg.timeout_limit);
+  impl_->set_setting(*p, &PeerExtra::timeout_minimum,
+                     minimum_ms != 0 ? minimum_ms : kTimeoutMinimum, cfg.timeout_minimum_ms);
+  impl_->set_setting(*p, &PeerExtra::timeout_maximum,
+                     maximum_ms != 0 ? maximum_ms : kTimeoutMaximum, cfg.timeout_maximum_ms);
 }
 
 void HostCore::set_ping_interval(PeerHandle peer, std::uint32_t interval_ms) {
   Peer* p = impl_->find(peer);
   if (p == nullptr) return;
-  p->ping_interval = interval_ms != 0 ? interval_ms : kPingInterval;
+  impl_->set_setting(*p, &PeerExtra::ping_interval, interval_ms != 0 ? interval_ms : kPingInterval,
+                     impl_->config.ping_interval_ms);
   impl_->schedule(*p);
 }
 
@@ -2014,7 +2280,14 @@ std::uint64_t HostCore::next_deadline_us() const { return impl_->next_deadline_u
 bool HostCore::peer_stats(PeerHandle peer, PeerStats& out) const {
   const Peer* p = impl_->find(peer);
   if (p == nullptr) return false;
-  out = p->stats;
+  out = PeerStats{};
+  out.datagrams_sent = Impl::stat(*p, kDatagramsSent);
+  out.datagrams_received = Impl::stat(*p, kDatagramsReceived);
+  out.bytes_sent = Impl::stat(*p, kBytesSent);
+  out.bytes_received = Impl::stat(*p, kBytesReceived);
+  out.reliable_retransmits = Impl::stat(*p, kReliableRetransmits);
+  out.messages_sent = Impl::stat(*p, kMessagesSent);
+  out.messages_received = Impl::stat(*p, kMessagesReceived);
   out.rtt_ms = p->rtt;
   out.rtt_variance_ms = p->rtt_variance;
   out.lowest_rtt_ms = p->lowest_rtt;
@@ -2024,10 +2297,12 @@ bool HostCore::peer_stats(PeerHandle peer, PeerStats& out) const {
   out.packet_throttle_limit = p->packet_throttle_limit;
   out.mtu = p->mtu;
   out.window_size = p->window_size;
-  out.channel_count = static_cast<std::uint32_t>(p->channels.size());
-  out.reliable_in_transit = p->reliable_data_in_transit;
-  out.queued_outgoing =
-      static_cast<std::uint32_t>(p->outgoing_reliable.size() + p->outgoing_unreliable.size());
+  out.channel_count = p->channel_count;
+  if (const PeerQueues* q = p->queues) {
+    out.reliable_in_transit = q->reliable_data_in_transit;
+    out.queued_outgoing =
+        static_cast<std::uint32_t>(q->outgoing_reliable.size() + q->outgoing_unreliable.size());
+  }
   return true;
 }
 
@@ -2050,5 +2325,6 @@ std::uint32_t HostCore::peer_connect_data(PeerHandle peer) const {
 std::size_t HostCore::peer_count() const { return impl_->peer_count; }
 const HostCounters& HostCore::counters() const { return impl_->counters; }
 const HostConfig& HostCore::config() const { return impl_->config; }
+std::size_t HostCore::sizeof_peer() { return sizeof(Peer); }
 
 }  // namespace tern::proto

@@ -139,6 +139,8 @@ class HostCore {
   std::size_t peer_count() const;
   const HostCounters& counters() const;
   const HostConfig& config() const;
+  // sizeof the per-connection record (perf/idle_memory.cpp); its side blocks come on top.
+  static std::size_t sizeof_peer();
 
  private:
   struct Impl;

@@ -10,48 +10,63 @@
 
 namespace tern::proto {
 
-// T has `T* prev_` and `T* next_` members.
+// T has `T* prev_` and `T* next_` members. The head is one pointer: the first node's prev_
+// points at the last node (so back() and push_back() are O(1)), and the last node's next_ is
+// nullptr, so forward walks follow next_ to nullptr. Walk backwards with prev(), which stops
+// at the front. Empty lists cost 8 bytes and nothing else; size() walks the list.
 template <class T>
 class IntrusiveList {
  public:
   bool empty() const { return head_ == nullptr; }
-  std::size_t size() const { return size_; }
   T* front() const { return head_; }
-  T* back() const { return tail_; }
+  T* back() const { return head_ != nullptr ? head_->prev_ : nullptr; }
+  // The node before `n`, or nullptr at the front.
+  T* prev(const T* n) const { return n == head_ ? nullptr : n->prev_; }
+  std::size_t size() const {
+    std::size_t n = 0;
+    for (const T* c = head_; c != nullptr; c = c->next_) ++n;
+    return n;
+  }
 
-  void push_back(T* n) { insert_after(tail_, n); }
+  void push_back(T* n) { insert_after(back(), n); }
   void push_front(T* n) { insert_after(nullptr, n); }
 
   // Inserts `n` after `pos`; pos == nullptr inserts at the front.
   void insert_after(T* pos, T* n) {
-    n->prev_ = pos;
-    n->next_ = pos != nullptr ? pos->next_ : head_;
-    if (n->next_ != nullptr) {
-      n->next_->prev_ = n;
-    } else {
-      tail_ = n;
-    }
-    if (pos != nullptr) {
-      pos->next_ = n;
-    } else {
+    if (pos == nullptr) {
+      n->next_ = head_;
+      if (head_ != nullptr) {
+        n->prev_ = head_->prev_;
+        head_->prev_ = n;
+      } else {
+        n->prev_ = n;
+      }
       head_ = n;
+      return;
     }
-    ++size_;
+    n->prev_ = pos;
+    n->next_ = pos->next_;
+    if (pos->next_ != nullptr) {
+      pos->next_->prev_ = n;
+    } else {
+      head_->prev_ = n;  // the new last node
+    }
+    pos->next_ = n;
   }
 
   void remove(T* n) {
-    if (n->prev_ != nullptr) {
-      n->prev_->next_ = n->next_;
-    } else {
+    if (n == head_) {
       head_ = n->next_;
-    }
-    if (n->next_ != nullptr) {
-      n->next_->prev_ = n->prev_;
+      if (head_ != nullptr) head_->prev_ = n->prev_;
     } else {
-      tail_ = n->prev_;
+      n->prev_->next_ = n->next_;
+      if (n->next_ != nullptr) {
+        n->next_->prev_ = n->prev_;
+      } else {
+        head_->prev_ = n->prev_;  // n was the last node
+      }
     }
     n->prev_ = n->next_ = nullptr;
-    --size_;
   }
 
   T* pop_front() {
@@ -62,8 +77,6 @@ class IntrusiveList {
 
  private:
   T* head_ = nullptr;
-  T* tail_ = nullptr;
-  std::size_t size_ = 0;
 };
 
 // Objects are constructed on get() and destroyed on put(); their storage is recycled.
