@@ -123,7 +123,9 @@ bool load_config_file(const std::string& path, RelayConfig& config, std::string&
     return false;
   }
   Reader r(path, error);
-  if (!r.only(root, "", {"relay", "limits", "rooms", "metrics", "shutdown"})) return false;
+  if (!r.only(root, "", {"relay", "limits", "rooms", "metrics", "shutdown", "filter"})) {
+    return false;
+  }
   RelayConfig c = config;
 
   if (const toml::table* t = r.section(root, "relay")) {
@@ -206,6 +208,18 @@ bool load_config_file(const std::string& path, RelayConfig& config, std::string&
     if (!r.only(*t, "shutdown", {"drain_timeout_ms"})) return false;
     if (!r.integer(*t, "shutdown", "drain_timeout_ms", c.drain_timeout_ms, 0, 600'000)) {
       return false;
+    }
+  } else if (!error.empty()) {
+    return false;
+  }
+
+  if (const toml::table* t = r.section(root, "filter")) {
+    if (!r.only(*t, "filter", {"rules"})) return false;
+    if (!r.string(*t, "filter", "rules", c.rules_path)) return false;
+    // A relative path is relative to the configuration file, not to the working directory.
+    if (!c.rules_path.empty() && c.rules_path.front() != '/') {
+      const auto slash = path.rfind('/');
+      if (slash != std::string::npos) c.rules_path = path.substr(0, slash + 1) + c.rules_path;
     }
   } else if (!error.empty()) {
     return false;

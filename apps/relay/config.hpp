@@ -36,6 +36,7 @@ struct RelayConfig {
 
   std::vector<RoomRange> broadcast_rooms;
   std::uint32_t drain_timeout_ms = 5000;
+  std::string rules_path;  // payload filter rules (engine/filter); empty = no filter
 };
 
 // Reads `path` into `config`. On failure returns false and `error` names the file, the key and

@@ -2,7 +2,10 @@
 #include "relay.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
+#include <cstring>
+#include <map>
 #include <sstream>
 #include <thread>
 #include <unordered_map>
@@ -18,6 +21,7 @@ enum Kind : std::uint64_t {
   kLeave = 2,   // peer left the room
   kFanout = 3,  // deliver the packet to every local member of the room
   kToPeer = 4,  // deliver the packet to `peer` (the streamer of a broadcast room) only
+  kBan = 5,     // the packet holds a BanRecord's address (16 bytes) and end (8 bytes, ms)
 };
 
 std::uint64_t make_tag(Kind kind, std::size_t shard, std::uint32_t room) {
@@ -120,11 +124,94 @@ Relay::Relay(const RelayConfig& config)
   }
   group_.set_event_handler([this](rt::Shard& s, Event& ev) { on_event(s, ev); });
   group_.set_message_handler([this](rt::Shard& s, rt::ShardMessage& m) { on_message(s, m); });
+#if TERN_RELAY_HAVE_FILTER
+  if (!config_.rules_path.empty()) {
+    for (std::size_t i = 0; i < n; ++i) {
+      filters_.push_back(std::make_unique<filter::ShardFilter>(hub_));
+    }
+    group_.set_batch_filter(
+        [this](rt::Shard& s, std::span<rt::RxFrame> frames) { return filter_batch(s, frames); });
+  }
+#endif
 }
 
 Relay::~Relay() { group_.stop(std::chrono::milliseconds(0)); }
 
-bool Relay::start(std::string& error) { return group_.start(error); }
+bool Relay::start(std::string& error) {
+  if (!config_.rules_path.empty()) {
+#if TERN_RELAY_HAVE_FILTER
+    if (!hub_.load(config_.rules_path, error)) return false;
+#else
+    error = "filter rules given (" + config_.rules_path +
+            ") but this tern-relay was built without Hyperscan";
+    return false;
+#endif
+  }
+  return group_.start(error);
+}
+
+bool Relay::filtering() const {
+#if TERN_RELAY_HAVE_FILTER
+  return !filters_.empty();
+#else
+  return false;
+#endif
+}
+
+bool Relay::reload_rules(std::string& error) {
+#if TERN_RELAY_HAVE_FILTER
+  if (filtering()) return hub_.load(config_.rules_path, error);
+#endif
+  error = "no filter rules configured";
+  return false;
+}
+
+#if TERN_RELAY_HAVE_FILTER
+// The datagram scope: every received burst, before the protocol decodes it. Dropped frames are
+// counted in the filter's totals.
+std::size_t Relay::filter_batch(rt::Shard& s, std::span<rt::RxFrame> frames) {
+  filter::ShardFilter& f = *filters_[s.index()];
+  f.refresh();
+  const std::uint64_t now_ms = s.now_us() / 1000;
+  std::size_t keep = 0;
+  for (rt::RxFrame& frame : frames) {
+    if (f.check(filter::Scope::datagram, frame.from, frame.bytes, now_ms) ==
+        filter::Verdict::drop) {
+      continue;
+    }
+    frames[keep++] = frame;
+  }
+  if (f.pending_new_bans() != 0) share_new_bans(s);
+  return keep;
+}
+
+// A ban one shard's rules decided holds on every shard: the kernel may steer the same address
+// (other ports) anywhere.
+void Relay::share_new_bans(rt::Shard& s) {
+  filter::ShardFilter& f = *filters_[s.index()];
+  std::array<filter::BanRecord, 16> bans;
+  std::size_t n;
+  while ((n = f.take_new_bans(bans)) != 0) {
+    for (std::size_t i = 0; i < n; ++i) {
+      for (std::size_t t = 0; t < group_.size(); ++t) {
+        if (t == s.index()) continue;
+        Packet p = Packet::allocate(24);
+        std::memcpy(p.mutable_bytes().data(), bans[i].source.addr.data(), 16);
+        std::memcpy(p.mutable_bytes().data() + 16, &bans[i].until_ms, 8);
+        rt::ShardMessage msg;
+        msg.tag = make_tag(kBan, s.index(), 0);
+        msg.packet = std::move(p);
+        if (!s.send_to_shard(t, std::move(msg))) {
+          bump(stats_[s.index()]->drops[static_cast<std::size_t>(RelayDrop::cross_shard_full)]);
+        }
+      }
+    }
+  }
+}
+#else
+std::size_t Relay::filter_batch(rt::Shard&, std::span<rt::RxFrame> frames) { return frames.size(); }
+void Relay::share_new_bans(rt::Shard&) {}
+#endif
 
 bool Relay::stop() { return group_.stop(std::chrono::milliseconds(config_.drain_timeout_ms)); }
 
@@ -221,6 +308,15 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
       Member* m = st.member(ev.peer);
       if (m == nullptr || m->room == 0) return drop(RelayDrop::no_room);
       if (ev.packet.size() > config_.max_message_size) return drop(RelayDrop::too_large);
+#if TERN_RELAY_HAVE_FILTER
+      if (!filters_.empty()) {
+        filter::ShardFilter& f = *filters_[me];
+        const filter::Verdict v =
+            f.check(filter::Scope::message, ev.address, ev.packet.bytes(), s.now_us() / 1000);
+        if (f.pending_new_bans() != 0) share_new_bans(s);
+        if (v == filter::Verdict::drop) return drop(RelayDrop::filtered);
+      }
+#endif
       if (config_.max_message_rate != 0 || config_.max_peer_bandwidth != 0) {
         const std::uint64_t now = s.now_us();
         const double seconds = static_cast<double>(now - m->refilled_us) / 1e6;
@@ -345,6 +441,18 @@ void Relay::on_message(rt::Shard& s, rt::ShardMessage& m) {
       bump(stats.copies_out, copies);
       return;
     }
+    case kBan: {
+#if TERN_RELAY_HAVE_FILTER
+      if (!filters_.empty() && m.packet.size() == 24) {
+        Endpoint source;
+        std::uint64_t until_ms;
+        std::memcpy(source.addr.data(), m.packet.bytes().data(), 16);
+        std::memcpy(&until_ms, m.packet.bytes().data() + 16, 8);
+        filters_[s.index()]->ban(source, until_ms);
+      }
+#endif
+      return;
+    }
     case kToPeer: {
       if (st.member(m.peer) == nullptr) return;  // the streamer left meanwhile
       if (s.core().send(m.peer, m.channel, m.delivery, std::move(m.packet)) == SendResult::ok) {
@@ -413,6 +521,7 @@ std::string Relay::metrics_text() const {
     for (const auto& s : stats_) v += s->drops[d].load();
     o << "tern_relay_drops_total{reason=\"" << kDropNames[d] << "\"} " << v << '\n';
   }
+  filter_metrics(o);
   family("tern_relay_loop_seconds", "histogram",
          "Time each poll iteration of a shard spent working (sleep excluded).");
   for (std::size_t i = 0; i < n; ++i) {
@@ -433,6 +542,46 @@ std::string Relay::metrics_text() const {
     o << "tern_relay_loop_seconds_count{shard=\"" << i << "\"} " << cumulative << '\n';
   }
   return o.str();
+}
+
+void Relay::filter_metrics(std::ostream& o) const {
+#if TERN_RELAY_HAVE_FILTER
+  if (filters_.empty()) return;
+  // Per rule id, summed over shards (a shard that has not yet taken a reloaded set still
+  // reports the old set's rules).
+  std::map<std::uint32_t, std::uint64_t> hits;
+  filter::FilterTotals t;
+  for (const auto& f : filters_) {
+    if (auto c = f->rule_counters()) {
+      for (const filter::RuleCounter& r : c->counters) hits[r.id] += r.hits.load();
+    }
+    const filter::FilterTotals ft = f->totals();
+    t.scanned += ft.scanned;
+    t.dropped += ft.dropped;
+    t.banned_drops += ft.banned_drops;
+    t.limited_drops += ft.limited_drops;
+    t.bans_created += ft.bans_created;
+  }
+  o << "# HELP tern_relay_filter_rule_hits_total Payloads each filter rule matched.\n"
+       "# TYPE tern_relay_filter_rule_hits_total counter\n";
+  for (const auto& [id, n] : hits) {
+    o << "tern_relay_filter_rule_hits_total{rule=\"" << id << "\"} " << n << '\n';
+  }
+  o << "# HELP tern_relay_filter_scanned_total Payloads scanned (datagrams and messages).\n"
+       "# TYPE tern_relay_filter_scanned_total counter\n"
+    << "tern_relay_filter_scanned_total " << t.scanned << '\n'
+    << "# HELP tern_relay_filter_dropped_total Payloads the filter dropped, by cause.\n"
+       "# TYPE tern_relay_filter_dropped_total counter\n"
+    << "tern_relay_filter_dropped_total{cause=\"rule\"} "
+    << t.dropped - t.banned_drops - t.limited_drops << '\n'
+    << "tern_relay_filter_dropped_total{cause=\"banned\"} " << t.banned_drops << '\n'
+    << "tern_relay_filter_dropped_total{cause=\"limited\"} " << t.limited_drops << '\n'
+    << "# HELP tern_relay_filter_bans_total Bans the rules decided.\n"
+       "# TYPE tern_relay_filter_bans_total counter\n"
+    << "tern_relay_filter_bans_total " << t.bans_created << '\n';
+#else
+  (void)o;
+#endif
 }
 
 }  // namespace tern::relay

@@ -12,10 +12,16 @@
 #include "config.hpp"
 #include "shard.hpp"
 
+#if TERN_RELAY_HAVE_FILTER
+#include "filter.hpp"
+#endif
+
 #include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <ostream>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -29,7 +35,8 @@ namespace tern::relay {
   X(bandwidth_limited, "message over the per-peer incoming bandwidth") \
   X(too_large, "message larger than limits.message_size")              \
   X(send_failed, "the protocol core refused a copy (queue or state)")  \
-  X(cross_shard_full, "a shard's ring to another shard was full")
+  X(cross_shard_full, "a shard's ring to another shard was full")      \
+  X(filtered, "message dropped by a payload filter rule (message scope)")
 
 enum class RelayDrop : std::uint8_t {
 #define TERN_RELAY_DROP_ENUM(name, text) name,
@@ -57,7 +64,14 @@ class Relay {
   Relay(const Relay&) = delete;
   Relay& operator=(const Relay&) = delete;
 
+  // Loads the filter rules (if configured) and starts the shards; false with a reason.
   bool start(std::string& error);
+  // Compiles the rules file again and swaps it in on every shard; on failure the running
+  // rules stay and `error` says why (FILE:LINE, or the rule id, line and Hyperscan's message).
+  // Any thread. False also when the relay has no filter (built without Hyperscan, or no
+  // rules file configured).
+  bool reload_rules(std::string& error);
+  bool filtering() const;
   // Graceful: every peer is disconnected and given up to drain_timeout_ms to acknowledge.
   // True when all left in time.
   bool stop();
@@ -80,6 +94,9 @@ class Relay {
 
   void on_event(rt::Shard& s, Event& ev);
   void on_message(rt::Shard& s, rt::ShardMessage& m);
+  std::size_t filter_batch(rt::Shard& s, std::span<rt::RxFrame> frames);
+  void share_new_bans(rt::Shard& s);
+  void filter_metrics(std::ostream& o) const;
 
   RelayConfig config_;
   rt::ShardGroup group_;
@@ -87,6 +104,10 @@ class Relay {
   std::vector<std::unique_ptr<RelayShardStats>> stats_;
   std::atomic<std::uint64_t> peers_{0};       // connected clients, all shards
   std::atomic<std::uint32_t> join_order_{0};  // orders joins across shards
+#if TERN_RELAY_HAVE_FILTER
+  filter::FilterHub hub_;
+  std::vector<std::unique_ptr<filter::ShardFilter>> filters_;  // one per shard
+#endif
 };
 
 }  // namespace tern::relay

@@ -91,12 +91,13 @@ struct Shard::LiveCounters {
 // ---- Shard ---------------------------------------------------------------------------------
 
 Shard::Shard(std::size_t index, const ShardGroupOptions& options, const ShardEventHandler& handler,
-             const ShardMessageHandler& message_handler,
+             const ShardMessageHandler& message_handler, const ShardBatchFilter& batch_filter,
              const std::vector<std::unique_ptr<Shard>>& group_shards)
     : index_(index),
       options_(options),
       handler_(handler),
       message_handler_(message_handler),
+      batch_filter_(batch_filter),
       group_shards_(&group_shards),
       core_(shard_config(options, index)),
       rx_(kBatch),
@@ -219,7 +220,8 @@ std::size_t Shard::receive(D& driver) {
   for (std::size_t burst = 0; burst < kMaxRxBurstsPerIteration; ++burst) {
     const std::size_t n = driver.rx_burst(rx);
     // Frames stay valid only until the next rx_burst, so each burst is consumed whole here.
-    for (std::size_t i = 0; i < n; ++i) core_.on_datagram(now_, rx[i].from, rx[i].bytes);
+    const std::size_t keep = batch_filter_ && n != 0 ? batch_filter_(*this, rx.first(n)) : n;
+    for (std::size_t i = 0; i < keep; ++i) core_.on_datagram(now_, rx[i].from, rx[i].bytes);
     total += n;
     if (n < rx.size()) break;
   }
@@ -470,6 +472,10 @@ void ShardGroup::set_message_handler(ShardMessageHandler handler) {
   if (!running_) message_handler_ = std::move(handler);
 }
 
+void ShardGroup::set_batch_filter(ShardBatchFilter filter) {
+  if (!running_) batch_filter_ = std::move(filter);
+}
+
 bool ShardGroup::start(std::string& error) {
   if (running_ || !threads_.empty()) {
     error = "shard group already started";
@@ -477,8 +483,8 @@ bool ShardGroup::start(std::string& error) {
   }
   shards_.clear();
   for (std::size_t i = 0; i < options_.shards; ++i) {
-    shards_.push_back(
-        std::unique_ptr<Shard>(new Shard(i, options_, handler_, message_handler_, shards_)));
+    shards_.push_back(std::unique_ptr<Shard>(
+        new Shard(i, options_, handler_, message_handler_, batch_filter_, shards_)));
   }
 
   // Each shard opens its driver on its own thread and reports back here. Shard 0 goes first

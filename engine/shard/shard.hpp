@@ -97,7 +97,7 @@ struct ShardCounters {
   std::uint64_t cross_dropped = 0;    // refused because the target's ring was full
   std::uint64_t wakeups_sent = 0;     // eventfd writes to wake a sleeping shard
   std::array<std::uint64_t, kLoopTimeBuckets> loop_time{};  // see kLoopTimeBuckets
-  std::uint64_t loop_time_us = 0;  // sum over all iterations
+  std::uint64_t loop_time_us = 0;                           // sum over all iterations
 };
 
 // One message between shards. What tag, peer, data and channel mean is the application's
@@ -116,6 +116,9 @@ class Shard;
 using ShardEventHandler = std::function<void(Shard&, Event&)>;
 using ShardTask = std::function<void(Shard&)>;
 using ShardMessageHandler = std::function<void(Shard&, ShardMessage&)>;
+// Sees every received burst before the protocol does; keeps the frames to pass on at the front
+// of the span (in order) and returns how many. What it removes is its own to count.
+using ShardBatchFilter = std::function<std::size_t(Shard&, std::span<RxFrame>)>;
 
 class Shard {
  public:
@@ -151,7 +154,7 @@ class Shard {
   using CrossRing = SpscRing<CrossMessage, kCrossRingCapacity>;
 
   Shard(std::size_t index, const ShardGroupOptions& options, const ShardEventHandler& handler,
-        const ShardMessageHandler& message_handler,
+        const ShardMessageHandler& message_handler, const ShardBatchFilter& batch_filter,
         const std::vector<std::unique_ptr<Shard>>& group_shards);
 
   // Thread body: opens the driver on this thread (io_uring requires it), reports the bound
@@ -190,6 +193,7 @@ class Shard {
   const ShardGroupOptions& options_;
   const ShardEventHandler& handler_;
   const ShardMessageHandler& message_handler_;
+  const ShardBatchFilter& batch_filter_;
   const std::vector<std::unique_ptr<Shard>>* group_shards_;
   proto::HostCore core_;
   // I/O batches, sized once: the poll path never allocates for them.
@@ -260,6 +264,8 @@ class ShardGroup {
   void set_event_handler(ShardEventHandler handler);
   // Before start(). Runs on the receiving shard's thread for every ShardMessage.
   void set_message_handler(ShardMessageHandler handler);
+  // Before start(). Runs on the shard's thread for every received burst (a payload filter).
+  void set_batch_filter(ShardBatchFilter filter);
   // Opens every shard's driver on the shard's own thread and starts polling. Returns false
   // with a one-line reason (and no thread left running) if any driver fails to open.
   // A group starts once.
@@ -290,6 +296,7 @@ class ShardGroup {
   ShardGroupOptions options_;
   ShardEventHandler handler_;
   ShardMessageHandler message_handler_;
+  ShardBatchFilter batch_filter_;
   std::vector<std::unique_ptr<Shard>> shards_;
   std::vector<std::thread> threads_;
   Endpoint local_;
