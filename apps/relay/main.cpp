@@ -31,7 +31,7 @@ constexpr const char* kUsage =
     "usage: tern-relay [--config FILE] [--listen HOST:PORT] [--shards N]\n"
     "                  [--driver socket|uring] [--idle wait|busy] [--pin on|off]\n"
     "                  [--metrics HOST:PORT] [--peers N] [--max-room-size N]\n"
-    "                  [--broadcast-rooms A-B[,C-D...]]\n"
+    "                  [--broadcast-rooms A-B[,C-D...]] [--rules FILE]\n"
     "       tern-relay --help\n"
     "\n"
     "ENet-compatible game relay. A client joins the room named by its connect data (0 = no\n"
@@ -49,15 +49,18 @@ constexpr const char* kUsage =
     "  --peers N            relay-wide connection limit\n"
     "  --max-room-size N    members per room\n"
     "  --broadcast-rooms R  room ranges that are one-to-many\n"
+    "  --rules FILE         payload filter rules (see config/filter.rules); SIGHUP reloads them\n"
     "\n"
     "Prints 'relaying HOST:PORT' once ready. SIGTERM/SIGINT: graceful drain, summary, exit 0.\n"
+    "SIGHUP: reload the filter rules; a file that fails keeps the running rules (one line on\n"
+    "stderr either way).\n"
     "exit status: 0 clean stop, 1 cannot start, 2 bad command line or configuration\n";
 
 constexpr app::FlagSpec kFlags[] = {
     {"help", false},         {"config", true},          {"listen", true},
     {"shards", true},        {"driver", true},          {"idle", true},
     {"pin", true},           {"metrics", true},         {"peers", true},
-    {"max-room-size", true}, {"broadcast-rooms", true},
+    {"max-room-size", true}, {"broadcast-rooms", true}, {"rules", true},
 };
 
 int usage_error(const std::string& why) {
@@ -104,6 +107,7 @@ bool apply_flags(const app::CommandLine& cl, RelayConfig& c, std::string& why) {
     if (!n) return why = "--max-room-size: must be 2..65536", false;
     c.max_room_size = static_cast<std::uint32_t>(*n);
   }
+  if (auto v = cl.value("rules")) c.rules_path = std::string(*v);
   if (auto v = cl.value("broadcast-rooms")) {
     c.broadcast_rooms.clear();
     std::string_view rest = *v;
@@ -144,6 +148,7 @@ int main(int argc, char** argv) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   Relay relay(config);
@@ -168,7 +173,17 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
 
   int sig = 0;
-  sigwait(&stop_signals, &sig);
+  for (;;) {
+    sigwait(&stop_signals, &sig);
+    if (sig != SIGHUP) break;
+    // Compiled here, on the main thread; the shards swap to the new rules at their next burst.
+    if (relay.reload_rules(error)) {
+      std::fprintf(stderr, "tern-relay: rules reloaded from %s\n", config.rules_path.c_str());
+    } else {
+      std::fprintf(stderr, "tern-relay: rules not reloaded, the running rules stay: %s\n",
+                   error.c_str());
+    }
+  }
   const rt::ShardCounters before = relay.total();
   const bool drained = relay.stop();
   metrics.stop();

@@ -51,6 +51,17 @@ with tempfile.TemporaryDirectory() as d:
     bad_config("[limits]\nroom_sise = 8\n", ["limits.room_sise", "unknown key"], "misspelt key")
     bad_config("[rooms]\nbroadcast = [\"9-3\"]\n", ["rooms.broadcast[0]"], "backwards room range")
     bad_config("[relay\nlisten = 1\n", [":1:"], "TOML syntax error with line")
+    rules = os.path.join(d, "bad.rules")
+    with open(rules, "w") as f:
+        f.write("# a comment\n5 message drop /(never closed/\n")
+    r = run(["--listen", "127.0.0.1:0", "--rules", rules])
+    check(r.returncode != 0 and "rule 5 (line 2)" in r.stderr,
+          f"uncompilable rule named by id and line: {r.stderr.strip()!r}")
+    with open(rules, "w") as f:
+        f.write("5 message obliterate /x/\n")
+    r = run(["--listen", "127.0.0.1:0", "--rules", rules])
+    check(r.returncode != 0 and rules + ":1:" in r.stderr,
+          f"bad rule syntax named by file and line: {r.stderr.strip()!r}")
     r = run(["--config", os.path.join(d, "missing.toml")])
     check(r.returncode != 0 and "missing.toml" in r.stderr, "missing config file named")
 
@@ -65,7 +76,8 @@ with tempfile.TemporaryDirectory() as d:
     path = os.path.join(d, "good.toml")
     with open(path, "w") as f:
         f.write("[relay]\nlisten = \"127.0.0.1:0\"\nshards = 2\npin = false\n"
-                "[metrics]\nlisten = \"127.0.0.1:0\"\n[shutdown]\ndrain_timeout_ms = 3000\n")
+                "[metrics]\nlisten = \"127.0.0.1:0\"\n[shutdown]\ndrain_timeout_ms = 3000\n"
+                f"[filter]\nrules = \"{os.path.abspath(os.path.join(os.path.dirname(sample), 'filter.rules'))}\"\n")
     relay = subprocess.Popen([RELAY, "--config", path], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     try:
@@ -92,11 +104,14 @@ with tempfile.TemporaryDirectory() as d:
             check(False, "unknown path answers 404")
         except urllib.error.HTTPError as e:
             check(e.code == 404, "unknown path answers 404")
+        relay.send_signal(signal.SIGHUP)
+        time.sleep(0.3)
         started = time.monotonic()
         relay.send_signal(signal.SIGTERM)
         out, err = relay.communicate(timeout=20)
         took = time.monotonic() - started
         check(relay.returncode == 0, f"SIGTERM: exit 0 (got {relay.returncode}; {err.strip()})")
+        check("rules reloaded" in err, f"SIGHUP reloaded the sample rules: {err.strip()!r}")
         check("drained=yes" in out and "peers_at_stop=6" in out, f"summary: {out.strip()}")
         check(took < 3.0, f"drain finished in {took:.2f} s, inside the timeout")
         dout, derr = drain.communicate(timeout=20)
