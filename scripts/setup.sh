@@ -11,6 +11,7 @@ packages=(
   libbenchmark-dev                            # perf/micro
   clang libfuzzer-14-dev libclang-rt-14-dev   # tests/fuzz (libFuzzer needs clang)
   liburing-dev                                # drivers/uring
+  libdpdk-dev dpdk ethtool                    # drivers/dpdk, tests/dpdk (veth offloads)
   libtomlplusplus-dev                         # apps/relay configuration (TOML)
   libhyperscan-dev                            # engine/filter (payload rules)
   iproute2 procps util-linux                  # ss, ps/pkill, taskset for demos and perf

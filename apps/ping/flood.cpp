@@ -280,7 +280,13 @@ int run_flood(const FloodConfig& config) {
   const std::size_t per_shard = (config.peers + nshards - 1) / nshards;
   RuntimeConfig runtime = config.runtime;
   runtime.shards = nshards;
-  rt::ShardGroup group(group_options(runtime, client_bind(config.server), false, per_shard,
+  DriverSetup setup;  // before the group: the drivers close before the port does
+  std::string setup_error;
+  if (!setup.open(runtime, setup_error)) {
+    std::fprintf(stderr, "tern-ping: %s\n", setup_error.c_str());
+    return kExitFailure;
+  }
+  rt::ShardGroup group(group_options(runtime, client_bind(config.server, runtime), false, per_shard,
                                      std::uint32_t{config.channel} + 1));
 
   Flood f(config);

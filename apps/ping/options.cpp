@@ -62,11 +62,27 @@ const char* const kUsage =
     "  --channel C      channel 0..254 (default 0)\n"
     "\n"
     "RUNTIME (all modes):\n"
-    "  --driver D       socket (recvmmsg/sendmmsg, default) or uring (io_uring when available)\n"
+    "  --driver D       socket (recvmmsg/sendmmsg, default), uring (io_uring when available)\n"
+    "                   or dpdk (needs the --dpdk-* flags below; poll mode)\n"
     "  --idle I         wait (sleep until traffic or the next timer, default) or busy (spin)\n"
     "  --pin on|off     pin shard i to CPU i (default: on for --serve unless the process is\n"
     "                   restricted to some CPUs, e.g. by taskset; off for clients)\n"
     "  --checksum       ENet CRC32 on every datagram (both sides must agree)\n"
+    "\n"
+    "DPDK (--driver dpdk; the server's HOST is ignored, its PORT is used; clients send from\n"
+    "--dpdk-ip and --dpdk-local-port; one shard unless the port has RSS or is af_packet\n"
+    "with qpairs=N):\n"
+    "  --dpdk-config FILE      a [dpdk] TOML section (config/dpdk-*.toml); flags override it\n"
+    "  --dpdk-port SPEC        device or vdev spec: net_af_packet0,iface=veth0 |\n"
+    "                          net_memif0,role=server,socket=/tmp/m.sock | net_tap0,iface=tap0\n"
+    "  --dpdk-ip A.B.C.D/NN    our IPv4 address and on-link prefix (required without a file)\n"
+    "  --dpdk-gateway A.B.C.D  next hop for destinations off the prefix\n"
+    "  --dpdk-gateway-mac MAC  the gateway's MAC (static ARP entry)\n"
+    "  --dpdk-mac MAC          our MAC (default: the port's)\n"
+    "  --dpdk-local-port P     clients: local UDP port (default 40000 + pid % 20000)\n"
+    "  --dpdk-mbufs N          mbufs in the pool (default 8191, at least 2048)\n"
+    "  --dpdk-huge             use hugepages (default: --no-huge -m 512)\n"
+    "  --dpdk-eal=\"ARGS\"      extra EAL arguments, space separated\n"
     "\n"
     "HOST:PORT is 1.2.3.4:P, [::1]:P, localhost:P or *:P (server: any address, dual stack).\n"
     "exit status: 0 success, 1 cannot connect / server lost / I/O error, 2 bad command line\n";
@@ -76,16 +92,24 @@ namespace {
 using tern::app::CommandLine;
 
 constexpr tern::app::FlagSpec kFlags[] = {
-    {"help", false},   {"serve", true},     {"connect", true},     {"flood", false},
-    {"peers", true},   {"channels", true},  {"checksum", false},   {"count", true},
-    {"size", true},    {"reliable", false}, {"unreliable", false}, {"unsequenced", false},
-    {"channel", true}, {"warmup", true},    {"timeout-ms", true},  {"driver", true},
-    {"idle", true},    {"shards", true},    {"pin", true},         {"window", true},
-    {"rate", true},    {"duration", true},  {"json", true},
+    {"help", false},      {"serve", true},        {"connect", true},
+    {"flood", false},     {"peers", true},        {"channels", true},
+    {"checksum", false},  {"count", true},        {"size", true},
+    {"reliable", false},  {"unreliable", false},  {"unsequenced", false},
+    {"channel", true},    {"warmup", true},       {"timeout-ms", true},
+    {"driver", true},     {"idle", true},         {"shards", true},
+    {"pin", true},        {"window", true},       {"rate", true},
+    {"duration", true},   {"json", true},         {"dpdk-port", true},
+    {"dpdk-ip", true},    {"dpdk-gateway", true}, {"dpdk-gateway-mac", true},
+    {"dpdk-mac", true},   {"dpdk-eal", true},     {"dpdk-local-port", true},
+    {"dpdk-mbufs", true}, {"dpdk-huge", false},   {"dpdk-config", true},
 };
 
 // Flags each mode accepts besides its own mode flag; anything else is an error for that mode.
-constexpr std::string_view kRuntimeFlags[] = {"checksum", "driver", "idle", "shards", "pin"};
+constexpr std::string_view kRuntimeFlags[] = {
+    "checksum",  "driver",          "idle",         "shards",           "pin",
+    "dpdk-port", "dpdk-ip",         "dpdk-gateway", "dpdk-gateway-mac", "dpdk-mac",
+    "dpdk-eal",  "dpdk-local-port", "dpdk-mbufs",   "dpdk-huge",        "dpdk-config"};
 constexpr std::string_view kServeFlags[] = {"peers", "channels"};
 constexpr std::string_view kPingFlags[] = {"count",       "size",    "reliable", "unreliable",
                                            "unsequenced", "channel", "warmup",   "timeout-ms"};
@@ -153,6 +177,52 @@ bool affinity_unrestricted() {
          std::max(1u, std::thread::hardware_concurrency());
 }
 
+bool parse_dpdk(const CommandLine& cl, bool serve, RuntimeConfig& r, std::string& error) {
+  const bool dpdk = r.driver == rt::DriverKind::dpdk;
+  for (std::string_view f : cl.names()) {
+    if (f.substr(0, 5) == "dpdk-" && !dpdk) {
+      error = "--" + std::string(f) + " needs --driver dpdk";
+      return false;
+    }
+  }
+  if (!dpdk) return true;
+  if (!rt::dpdk_driver_built()) {
+    error = "--driver dpdk: this build has no DPDK driver (libdpdk not found at build time)";
+    return false;
+  }
+  DpdkOptions& d = r.dpdk;
+  const auto port = cl.value("dpdk-port");
+  const auto ip = cl.value("dpdk-ip");
+  if (const auto v = cl.value("dpdk-config")) d.config = std::string(*v);
+  if (d.config.empty() && (!port || port->empty() || !ip || ip->empty())) {
+    error = "--driver dpdk needs --dpdk-port SPEC and --dpdk-ip A.B.C.D/NN (or --dpdk-config FILE)";
+    return false;
+  }
+  if (port) d.port = std::string(*port);
+  if (ip) d.ip = std::string(*ip);
+  if (const auto v = cl.value("dpdk-gateway")) d.gateway = std::string(*v);
+  if (const auto v = cl.value("dpdk-gateway-mac")) d.gateway_mac = std::string(*v);
+  if (const auto v = cl.value("dpdk-mac")) d.mac = std::string(*v);
+  if (const auto v = cl.value("dpdk-eal")) {
+    std::string_view rest = *v;
+    while (!rest.empty()) {
+      const std::size_t start = rest.find_first_not_of(' ');
+      if (start == std::string_view::npos) break;
+      rest = rest.substr(start);
+      const std::size_t end = rest.find(' ');
+      d.eal.emplace_back(rest.substr(0, end));
+      rest = end == std::string_view::npos ? std::string_view{} : rest.substr(end);
+    }
+  }
+  d.huge = cl.has("dpdk-huge");
+  if (serve && cl.has("dpdk-local-port")) {
+    error = "--dpdk-local-port is for clients (the server uses the port of --serve)";
+    return false;
+  }
+  return read_uint(cl, "dpdk-local-port", 1, 65535, d.local_port, error) &&
+         read_uint(cl, "dpdk-mbufs", 2048, 1u << 24, d.mbufs, error);
+}
+
 bool parse_runtime(const CommandLine& cl, bool serve, RuntimeConfig& r, std::string& error) {
   r.checksum = cl.has("checksum");
   if (const auto d = cl.value("driver")) {
@@ -160,11 +230,14 @@ bool parse_runtime(const CommandLine& cl, bool serve, RuntimeConfig& r, std::str
       r.driver = rt::DriverKind::socket;
     } else if (*d == "uring") {
       r.driver = rt::DriverKind::uring;
+    } else if (*d == "dpdk") {
+      r.driver = rt::DriverKind::dpdk;
     } else {
-      error = "--driver wants socket or uring, got '" + std::string(*d) + "'";
+      error = "--driver wants socket, uring or dpdk, got '" + std::string(*d) + "'";
       return false;
     }
   }
+  if (!parse_dpdk(cl, serve, r, error)) return false;
   if (const auto i = cl.value("idle")) {
     if (*i == "wait") {
       r.idle = rt::IdlePolicy::wait_deadline;
@@ -292,6 +365,11 @@ bool parse_config(int argc, const char* const* argv, Config& config, std::string
     return false;
   }
   if (f.runtime.shards > f.peers) f.runtime.shards = f.peers;  // no empty client shards
+  if (f.runtime.driver == rt::DriverKind::dpdk && f.runtime.shards != 1) {
+    // Client shards each own their peers; the port's steering would not respect that.
+    error = "--driver dpdk: the flood client runs on one shard (--shards 1)";
+    return false;
+  }
   return true;
 }
 

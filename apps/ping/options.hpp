@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tern::ping {
 
@@ -18,6 +19,20 @@ inline constexpr int kExitUsage = 2;
 
 extern const char* const kUsage;
 
+// --driver dpdk: the port, the addresses and the EAL (see drivers/dpdk/dpdk_driver.hpp).
+struct DpdkOptions {
+  std::string config;            // --dpdk-config FILE: a [dpdk] TOML section, the flags override it
+  std::string port;              // --dpdk-port: device name or vdev spec
+  std::string ip;                // --dpdk-ip A.B.C.D/NN
+  std::string gateway;           // --dpdk-gateway A.B.C.D (optional)
+  std::string gateway_mac;       // --dpdk-gateway-mac MAC (optional)
+  std::string mac;               // --dpdk-mac MAC (optional; default the port's)
+  std::vector<std::string> eal;  // --dpdk-eal "ARGS", split on spaces
+  std::uint16_t local_port = 0;  // --dpdk-local-port: clients' UDP port (0: derived from the pid)
+  unsigned mbufs = 0;            // --dpdk-mbufs
+  bool huge = false;             // --dpdk-huge: hugepages instead of --no-huge -m 512
+};
+
 // How the shard threads run; every mode has these.
 struct RuntimeConfig {
   rt::DriverKind driver = rt::DriverKind::socket;
@@ -25,6 +40,7 @@ struct RuntimeConfig {
   std::size_t shards = 1;
   bool pin = false;
   bool checksum = false;
+  DpdkOptions dpdk;  // driver == dpdk
 };
 
 struct ServeConfig {

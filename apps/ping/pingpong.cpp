@@ -131,8 +131,14 @@ void on_tick(rt::Shard& shard, PingRun& run) {
 }  // namespace
 
 int run_ping(const PingConfig& config) {
-  rt::ShardGroup group(group_options(config.runtime, client_bind(config.server), false, 1,
-                                     std::uint32_t{config.channel} + 1));
+  DriverSetup setup;  // before the group: the drivers close before the port does
+  std::string setup_error;
+  if (!setup.open(config.runtime, setup_error)) {
+    std::fprintf(stderr, "tern-ping: %s\n", setup_error.c_str());
+    return kExitFailure;
+  }
+  rt::ShardGroup group(group_options(config.runtime, client_bind(config.server, config.runtime),
+                                     false, 1, std::uint32_t{config.channel} + 1));
   PingRun run(config);
   run.samples.reserve(std::min<std::uint64_t>(config.count, kPreallocatedSamples));
   group.set_event_handler([&run](rt::Shard& shard, tern::Event& ev) { on_event(shard, run, ev); });

@@ -1,6 +1,16 @@
 #include "runtime.hpp"
 
+#include <cstdio>
+
+#if TERN_PING_HAVE_DPDK
+#include "dpdk_driver.hpp"
+#endif
+#if TERN_PING_HAVE_DPDK_CONFIG
+#include "dpdk_config.hpp"
+#endif
+
 #include <signal.h>
+#include <unistd.h>
 
 namespace tern::ping {
 
@@ -20,8 +30,88 @@ rt::ShardGroupOptions group_options(const RuntimeConfig& runtime, const tern::En
   return o;
 }
 
-tern::Endpoint client_bind(const tern::Endpoint& server) {
+tern::Endpoint client_bind(const tern::Endpoint& server, const RuntimeConfig& runtime) {
+#if TERN_PING_HAVE_DPDK
+  if (runtime.driver == rt::DriverKind::dpdk) {
+    // DriverSetup::open ran first: the address in effect (flag or file).
+    const net::LinkConfig link = drv::dpdk_link();
+    const std::uint16_t port = runtime.dpdk.local_port != 0
+                                   ? runtime.dpdk.local_port
+                                   : static_cast<std::uint16_t>(40000 + ::getpid() % 20000);
+    return tern::Endpoint::v4(link.ipv4, port);
+  }
+#else
+  (void)runtime;
+#endif
   return *tern::Endpoint::parse(server.is_v4() ? "0.0.0.0:0" : "[::]:0");
+}
+
+DriverSetup::~DriverSetup() {
+#if TERN_PING_HAVE_DPDK
+  if (!dpdk_) return;
+  if (drv::dpdk_initialized()) {
+    std::fprintf(stderr, "tern-ping: dpdk %s\n",
+                 drv::format_dpdk_stats(drv::dpdk_closed_drivers_stats()).c_str());
+  }
+  drv::dpdk_shutdown();
+#endif
+}
+
+bool DriverSetup::open(const RuntimeConfig& runtime, std::string& error) {
+  if (runtime.driver != rt::DriverKind::dpdk) return true;
+#if TERN_PING_HAVE_DPDK
+  const DpdkOptions& o = runtime.dpdk;
+  drv::DpdkConfig c;
+  if (!o.config.empty()) {
+#if TERN_PING_HAVE_DPDK_CONFIG
+    if (!drv::load_dpdk_config(o.config, c, error)) return false;
+#else
+    error = "--dpdk-config: this build has no TOML support (toml++ not found)";
+    return false;
+#endif
+  }
+  // Flags override the file.
+  if (!o.port.empty()) c.port = o.port;
+  if (!o.eal.empty()) c.eal_args = o.eal;
+  if (o.mbufs != 0) c.mbufs = o.mbufs;
+  if (o.huge) c.no_huge = false;
+  if (!o.ip.empty() && !drv::parse_ipv4_prefix(o.ip, c.link)) {
+    error = "--dpdk-ip wants A.B.C.D/NN, got '" + o.ip + "'";
+    return false;
+  }
+  if (!o.gateway.empty()) {
+    net::LinkConfig gw;
+    if (!drv::parse_ipv4_prefix(o.gateway, gw) || gw.ipv4_prefix_len != 32) {
+      error = "--dpdk-gateway wants A.B.C.D, got '" + o.gateway + "'";
+      return false;
+    }
+    c.link.ipv4_gateway = gw.ipv4;
+  }
+  if (!o.gateway_mac.empty()) {
+    c.gateway_mac = drv::parse_mac(o.gateway_mac);
+    if (!c.gateway_mac) {
+      error = "--dpdk-gateway-mac wants aa:bb:cc:dd:ee:ff, got '" + o.gateway_mac + "'";
+      return false;
+    }
+  }
+  if (!o.mac.empty()) {
+    const auto mac = drv::parse_mac(o.mac);
+    if (!mac || mac->is_multicast() || mac->is_zero()) {
+      error = "--dpdk-mac wants a unicast aa:bb:cc:dd:ee:ff, got '" + o.mac + "'";
+      return false;
+    }
+    c.link.mac = *mac;
+  }
+  dpdk_ = true;
+  if (!drv::dpdk_init(c, static_cast<unsigned>(runtime.shards), error)) return false;
+  const net::LinkConfig link = drv::dpdk_link();
+  std::fprintf(stderr, "tern-ping: dpdk port %s mac %s, %s\n", o.port.c_str(),
+               drv::format_mac(link.mac).c_str(), drv::dpdk_describe().c_str());
+  return true;
+#else
+  error = "--driver dpdk: this build has no DPDK driver";
+  return false;
+#endif
 }
 
 namespace {

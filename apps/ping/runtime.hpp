@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <string>
 
 namespace tern::ping {
 
@@ -42,8 +43,24 @@ rt::ShardGroupOptions group_options(const RuntimeConfig& runtime, const tern::En
                                     bool share_port, std::size_t peer_limit,
                                     std::uint32_t channel_limit);
 
-// The wildcard address of the server's family, port 0: where a client group binds.
-tern::Endpoint client_bind(const tern::Endpoint& server);
+// The wildcard address of the server's family, port 0: where a client group binds. With the
+// dpdk driver: the configured IPv4 address and the local port (DPDK cannot pick port 0).
+tern::Endpoint client_bind(const tern::Endpoint& server, const RuntimeConfig& runtime);
+
+// Process-wide driver set-up a mode needs before its group starts (the DPDK EAL and port for
+// --driver dpdk; nothing otherwise), undone when the guard goes. Declare it before the shard
+// group so the group (and its drivers) are gone first.
+class DriverSetup {
+ public:
+  DriverSetup() = default;
+  DriverSetup(const DriverSetup&) = delete;
+  DriverSetup& operator=(const DriverSetup&) = delete;
+  ~DriverSetup();
+  bool open(const RuntimeConfig& runtime, std::string& error);
+
+ private:
+  bool dpdk_ = false;
+};
 
 // Blocks SIGINT/SIGTERM in the calling thread (threads started afterwards inherit the mask,
 // so the shard threads never take the signal), and undoes it.

@@ -8,6 +8,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -30,6 +31,12 @@ struct alignas(64) ServeShardStats {
 }  // namespace
 
 int run_server(const ServeConfig& config) {
+  DriverSetup setup;  // before the group: the drivers close before the port does
+  std::string setup_error;
+  if (!setup.open(config.runtime, setup_error)) {
+    std::fprintf(stderr, "tern-ping: %s\n", setup_error.c_str());
+    return kExitFailure;
+  }
   rt::ShardGroup group(
       group_options(config.runtime, config.bind, true, config.peers, config.channels));
   std::vector<std::unique_ptr<ServeShardStats>> stats;
@@ -96,6 +103,15 @@ int run_server(const ServeConfig& config) {
               t.messages_out, echo_failed, t.datagrams_in, t.datagrams_out, t.bytes_in, t.bytes_out,
               retransmits, t.drops, static_cast<long long>(live > 0 ? live : 0));
   std::fflush(stdout);
+  if (group.size() > 1) {
+    // How the port (SO_REUSEPORT, RSS, fanout, software steering) spread the traffic.
+    std::string per_shard;
+    for (std::size_t i = 0; i < group.size(); ++i) {
+      if (i != 0) per_shard += ',';
+      per_shard += std::to_string(group.counters(i).datagrams_in);
+    }
+    std::fprintf(stderr, "tern-ping: datagrams_in per shard %s\n", per_shard.c_str());
+  }
   return kExitOk;
 }
 

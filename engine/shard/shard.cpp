@@ -7,6 +7,12 @@
 #if TERN_SHARD_HAVE_URING
 #include "uring_driver.hpp"
 #endif
+#ifndef TERN_SHARD_HAVE_DPDK
+#define TERN_SHARD_HAVE_DPDK 0
+#endif
+#if TERN_SHARD_HAVE_DPDK
+#include "dpdk_driver.hpp"
+#endif
 
 #include <pthread.h>
 #include <sched.h>
@@ -88,6 +94,8 @@ struct Shard::LiveCounters {
   std::atomic<std::uint64_t> loop_time_us{0};
 };
 
+bool dpdk_driver_built() { return TERN_SHARD_HAVE_DPDK != 0; }
+
 // ---- Shard ---------------------------------------------------------------------------------
 
 Shard::Shard(std::size_t index, const ShardGroupOptions& options, const ShardEventHandler& handler,
@@ -138,6 +146,22 @@ void Shard::run(const Endpoint& bind,
   so.send_buffer = options_.socket_send_buffer;
   so.burst = kBatch;
 
+  if (options_.driver == DriverKind::dpdk) {
+#if TERN_SHARD_HAVE_DPDK
+    if (bind.port == 0) return ready(nullptr, "the dpdk driver needs a UDP port (bind port 0)");
+    std::unique_ptr<Driver> d =
+        drv::open_dpdk_driver(static_cast<unsigned>(index_), bind.port, error);
+    if (d == nullptr) return ready(nullptr, std::move(error));
+    auto* p = dynamic_cast<drv::DpdkDriver*>(d.get());
+    if (p == nullptr) return ready(nullptr, "open_dpdk_driver returned an unknown driver");
+    driver_name_ = p->name();
+    const Endpoint local = local_ = p->local_endpoint();
+    ready(&local, {});
+    return run_with(*p);
+#else
+    return ready(nullptr, "the dpdk driver is not built (libdpdk not found or -Ddpdk=disabled)");
+#endif
+  }
   if (options_.driver == DriverKind::uring) {
 #if TERN_SHARD_HAVE_URING
     drv::UringOptions uo;

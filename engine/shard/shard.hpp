@@ -43,7 +43,15 @@ namespace tern::rt {
 enum class DriverKind : std::uint8_t {
   socket,  // recvmmsg/sendmmsg
   uring,   // io_uring when it can be set up (or is built), else the socket driver
+  // DPDK (drivers/dpdk): shard i opens queue pair i of the port the process set up with
+  // drv::dpdk_init (before start(), with at least `shards` queues). The shards share the
+  // configured IPv4 address and bind.port, which must not be 0; share_port, SO_REUSEPORT and
+  // the socket buffer sizes do not apply. Fails to start when DPDK is not built.
+  dpdk,
 };
+
+// True when this build has the DPDK driver.
+bool dpdk_driver_built();
 
 enum class IdlePolicy : std::uint8_t {
   busy_poll,      // never sleep: lowest latency, one core burnt per shard
@@ -290,7 +298,8 @@ class ShardGroup {
   ShardCounters counters(std::size_t shard) const;
   ShardCounters total() const;
   std::thread::id thread_id(std::size_t shard) const;
-  std::string driver_name(std::size_t shard) const;  // "socket" or "uring"; empty before start
+  // "socket", "uring" or "dpdk"; empty before start.
+  std::string driver_name(std::size_t shard) const;
 
  private:
   ShardGroupOptions options_;
