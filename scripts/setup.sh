@@ -12,6 +12,7 @@ packages=(
   clang libfuzzer-14-dev libclang-rt-14-dev   # tests/fuzz (libFuzzer needs clang)
   liburing-dev                                # drivers/uring
   libdpdk-dev dpdk ethtool                    # drivers/dpdk, tests/dpdk (veth offloads)
+  dpdk-dev                                    # dpdk-testpmd: the memif ceiling in perf/dpdk_bench.py
   libtomlplusplus-dev                         # apps/relay configuration (TOML)
   libhyperscan-dev                            # engine/filter (payload rules)
   iproute2 procps util-linux                  # ss, ps/pkill, taskset for demos and perf

@@ -13,6 +13,8 @@
 // snapshots), prints the progress line, waits for stragglers and says goodbye.
 #include "loadgen.hpp"
 
+#include "dpdk_setup.hpp"
+
 #include "common/histogram.hpp"
 #include "common/signals.hpp"
 
@@ -458,12 +460,24 @@ int run(const Config& config) {
     lane->ordered_next.assign(lane->tracks.size() * config.channels, 0);
   }
 
+  set_stop_signals_blocked(true);  // the shard threads (and DPDK's) inherit the mask
+  // --driver dpdk: the EAL and the port before the (one, one-shard) group; gone after it.
+  DpdkSetup dpdk;
+  {
+    std::string error;
+    if (!dpdk.open(config, error)) {
+      set_stop_signals_blocked(false);
+      std::fprintf(stderr, "tern-loadgen: cannot start the DPDK port: %s\n", error.c_str());
+      return kExitFailure;
+    }
+  }
   Groups groups;
   groups.per_group = per_group;
-  set_stop_signals_blocked(true);  // the shard threads inherit the mask
   for (std::size_t g = 0; g < ngroups; ++g) {
     rt::ShardGroupOptions o;
-    if (sources > 0) {
+    if (config.driver == rt::DriverKind::dpdk) {
+      o.bind = dpdk.client_bind(config);
+    } else if (sources > 0) {
       o.bind = tern::Endpoint::v4(config.sources[g], 0);
     } else {
       o.bind = *tern::Endpoint::parse(config.target.is_v4() ? "0.0.0.0:0" : "[::]:0");

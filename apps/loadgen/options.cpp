@@ -11,8 +11,9 @@ const char* const kUsage =
     "                    [--size BYTES] [--duration S] [--warmup S]\n"
     "                    [--delivery reliable|unreliable|unsequenced|mix] [--channels C]\n"
     "                    [--broadcast] [--first-room K] [--sources CIDR] [--shards S]\n"
-    "                    [--driver socket|uring] [--idle wait|busy] [--timeout-ms T]\n"
-    "                    [--json FILE] [--quiet]\n"
+    "                    [--driver socket|uring|dpdk] [--idle wait|busy] [--timeout-ms T]\n"
+    "                    [--json FILE] [--quiet] [--dpdk-config FILE] [--dpdk-port SPEC]\n"
+    "                    [--dpdk-ip A.B.C.D/NN] ...\n"
     "       tern-loadgen --help\n"
     "\n"
     "Plays every member of every room against an ENet-compatible relay (a server that forwards\n"
@@ -37,11 +38,25 @@ const char* const kUsage =
     "                      (e.g. 127.0.0.0/24: 127.0.0.1..127.0.0.64), one client group each\n"
     "  --shards S          client threads, each with its own socket (default 1; with --sources,\n"
     "                      S / sources per address, at least 1)\n"
-    "  --driver D          socket (default) or uring\n"
+    "  --driver D          socket (default), uring or dpdk (poll mode; the --dpdk-* flags below)\n"
     "  --idle I            wait (default) or busy\n"
     "  --timeout-ms T      give up when not every client is connected after T ms (default 10000)\n"
     "  --json FILE         also write the result as a JSON object to FILE\n"
     "  --quiet             no progress line on stderr\n"
+    "\n"
+    "DPDK (--driver dpdk): one client group of one shard (DPDK clients are not steered per\n"
+    "shard; --shards must be 1 and --sources does not apply); the clients send from --dpdk-ip\n"
+    "and --dpdk-local-port:\n"
+    "  --dpdk-config FILE      a [dpdk] TOML section (config/dpdk-*.toml); flags override it\n"
+    "  --dpdk-port SPEC        device or vdev spec (net_memif0,role=client,socket=/tmp/m.sock)\n"
+    "  --dpdk-ip A.B.C.D/NN    our IPv4 address and on-link prefix (required without a file)\n"
+    "  --dpdk-gateway A.B.C.D  next hop for destinations off the prefix\n"
+    "  --dpdk-gateway-mac MAC  the gateway's MAC (static ARP entry)\n"
+    "  --dpdk-mac MAC          our MAC (default: the port's)\n"
+    "  --dpdk-local-port P     local UDP port (default 40000 + pid % 20000)\n"
+    "  --dpdk-mbufs N          mbufs in the pool (at least 2048)\n"
+    "  --dpdk-huge             hugepages instead of --no-huge -m 512\n"
+    "  --dpdk-eal=\"ARGS\"      extra EAL arguments, space separated\n"
     "\n"
     "Prints 'connected N/N in X ms', a progress line each second on stderr, then a summary table\n"
     "and one machine-readable 'loadgen ...' line on stdout. Counted by send time: expected = the\n"
@@ -60,6 +75,9 @@ constexpr tern::app::FlagSpec kFlags[] = {
     {"delivery", true},   {"channels", true},   {"sources", true},  {"shards", true},
     {"driver", true},     {"idle", true},       {"json", true},     {"first-room", true},
     {"broadcast", false}, {"timeout-ms", true}, {"quiet", false},
+    {"dpdk-config", true}, {"dpdk-port", true}, {"dpdk-ip", true}, {"dpdk-gateway", true},
+    {"dpdk-gateway-mac", true}, {"dpdk-mac", true}, {"dpdk-eal", true},
+    {"dpdk-local-port", true}, {"dpdk-mbufs", true}, {"dpdk-huge", false},
 };
 
 constexpr std::uint64_t kDayMs = std::uint64_t{24} * 3600 * 1000;
@@ -129,8 +147,10 @@ bool parse_runtime(const CommandLine& cl, Config& c, std::string& error) {
       c.driver = rt::DriverKind::socket;
     } else if (*d == "uring") {
       c.driver = rt::DriverKind::uring;
+    } else if (*d == "dpdk") {
+      c.driver = rt::DriverKind::dpdk;
     } else {
-      error = "--driver wants socket or uring, got '" + std::string(*d) + "'";
+      error = "--driver wants socket, uring or dpdk, got '" + std::string(*d) + "'";
       return false;
     }
   }
@@ -145,6 +165,60 @@ bool parse_runtime(const CommandLine& cl, Config& c, std::string& error) {
     }
   }
   return true;
+}
+
+bool parse_dpdk(const CommandLine& cl, Config& c, std::string& error) {
+  const bool dpdk = c.driver == rt::DriverKind::dpdk;
+  for (std::string_view f : cl.names()) {
+    if (f.substr(0, 5) == "dpdk-" && !dpdk) {
+      error = "--" + std::string(f) + " needs --driver dpdk";
+      return false;
+    }
+  }
+  if (!dpdk) return true;
+  if (!rt::dpdk_driver_built()) {
+    error = "--driver dpdk: this build has no DPDK driver (libdpdk not found at build time)";
+    return false;
+  }
+  DpdkOptions& d = c.dpdk;
+  const auto port = cl.value("dpdk-port");
+  const auto ip = cl.value("dpdk-ip");
+  if (const auto v = cl.value("dpdk-config")) d.config = std::string(*v);
+  if (d.config.empty() && (!port || port->empty() || !ip || ip->empty())) {
+    error = "--driver dpdk needs --dpdk-port SPEC and --dpdk-ip A.B.C.D/NN (or --dpdk-config FILE)";
+    return false;
+  }
+  if (port) d.port = std::string(*port);
+  if (ip) d.ip = std::string(*ip);
+  if (const auto v = cl.value("dpdk-gateway")) d.gateway = std::string(*v);
+  if (const auto v = cl.value("dpdk-gateway-mac")) d.gateway_mac = std::string(*v);
+  if (const auto v = cl.value("dpdk-mac")) d.mac = std::string(*v);
+  if (const auto v = cl.value("dpdk-eal")) {
+    std::string_view rest = *v;
+    while (!rest.empty()) {
+      const std::size_t start = rest.find_first_not_of(' ');
+      if (start == std::string_view::npos) break;
+      rest = rest.substr(start);
+      const std::size_t end = rest.find(' ');
+      d.eal.emplace_back(rest.substr(0, end));
+      rest = end == std::string_view::npos ? std::string_view{} : rest.substr(end);
+    }
+  }
+  d.huge = cl.has("dpdk-huge");
+  if (!c.target.is_v4()) {
+    error = "--driver dpdk is IPv4 only, but --target is IPv6";
+    return false;
+  }
+  if (cl.has("sources")) {
+    error = "--sources does not apply with --driver dpdk (the clients send from --dpdk-ip)";
+    return false;
+  }
+  if (const auto s = cl.value("shards"); s && *s != "1") {
+    error = "--driver dpdk: the clients run one group of one shard (--shards 1)";
+    return false;
+  }
+  return read_uint(cl, "dpdk-local-port", 1, 65535, d.local_port, error) &&
+         read_uint(cl, "dpdk-mbufs", 2048, 1u << 24, d.mbufs, error);
 }
 
 bool parse_delivery(const CommandLine& cl, Config& c, std::string& error) {
@@ -228,7 +302,7 @@ bool parse_config(int argc, const char* const* argv, Config& c, std::string& err
     }
     c.json_path = std::string(*j);
   }
-  if (!(parse_runtime(cl, c, error) && parse_delivery(cl, c, error) &&
+  if (!(parse_runtime(cl, c, error) && parse_dpdk(cl, c, error) && parse_delivery(cl, c, error) &&
         read_uint(cl, "clients", 1, std::uint64_t{1} << 20, c.clients, error) &&
         read_uint(cl, "room-size", 1, 4096, c.room_size, error) &&
         read_uint(cl, "rate", 0, 100000, c.rate_hz, error) &&

@@ -29,6 +29,21 @@ enum class DeliveryMode : std::uint8_t { reliable, unreliable, unsequenced, mix 
 
 const char* to_string(DeliveryMode m);
 
+// --driver dpdk: the port, the address and the EAL (drivers/dpdk/dpdk_driver.hpp), as given;
+// dpdk_setup.cpp turns them into a drv::DpdkConfig (a --dpdk-config file first, flags over it).
+struct DpdkOptions {
+  std::string config;            // --dpdk-config FILE: a [dpdk] TOML section
+  std::string port;              // --dpdk-port: device name or vdev spec
+  std::string ip;                // --dpdk-ip A.B.C.D/NN
+  std::string gateway;           // --dpdk-gateway A.B.C.D
+  std::string gateway_mac;       // --dpdk-gateway-mac MAC
+  std::string mac;               // --dpdk-mac MAC
+  std::vector<std::string> eal;  // --dpdk-eal "ARGS", split on spaces
+  std::uint16_t local_port = 0;  // --dpdk-local-port (0: 40000 + pid % 20000)
+  unsigned mbufs = 0;            // --dpdk-mbufs (0: the config's)
+  bool huge = false;             // --dpdk-huge
+};
+
 struct Config {
   bool help = false;
   tern::Endpoint target;
@@ -44,6 +59,7 @@ struct Config {
   std::vector<std::uint32_t> sources;  // IPv4, host order; empty: wildcard bind
   std::size_t shards = 1;
   rt::DriverKind driver = rt::DriverKind::socket;
+  DpdkOptions dpdk;  // driver == dpdk (one client group of one shard; no --sources)
   rt::IdlePolicy idle = rt::IdlePolicy::wait_deadline;
   std::string json_path;
   std::uint32_t first_room = 1;

@@ -5,6 +5,10 @@
 
 #include <toml++/toml.h>
 
+#if TERN_RELAY_HAVE_DPDK_CONFIG
+#include "dpdk_config.hpp"
+#endif
+
 #include <charconv>
 #include <sstream>
 
@@ -123,7 +127,7 @@ bool load_config_file(const std::string& path, RelayConfig& config, std::string&
     return false;
   }
   Reader r(path, error);
-  if (!r.only(root, "", {"relay", "limits", "rooms", "metrics", "shutdown", "filter"})) {
+  if (!r.only(root, "", {"relay", "limits", "rooms", "metrics", "shutdown", "filter", "dpdk"})) {
     return false;
   }
   RelayConfig c = config;
@@ -133,8 +137,9 @@ bool load_config_file(const std::string& path, RelayConfig& config, std::string&
     if (!r.endpoint(*t, "relay", "listen", c.listen)) return false;
     if (!r.integer(*t, "relay", "shards", c.shards, 0, 256)) return false;
     if (!r.string(*t, "relay", "driver", c.driver)) return false;
-    if (c.driver != "socket" && c.driver != "uring") {
-      return r.fail("relay.driver", "must be \"socket\" or \"uring\", not \"" + c.driver + "\"");
+    if (c.driver != "socket" && c.driver != "uring" && c.driver != "dpdk") {
+      return r.fail("relay.driver",
+                    "must be \"socket\", \"uring\" or \"dpdk\", not \"" + c.driver + "\"");
     }
     if (!r.string(*t, "relay", "idle", c.idle)) return false;
     if (c.idle != "wait" && c.idle != "busy") {
@@ -221,6 +226,22 @@ bool load_config_file(const std::string& path, RelayConfig& config, std::string&
       const auto slash = path.rfind('/');
       if (slash != std::string::npos) c.rules_path = path.substr(0, slash + 1) + c.rules_path;
     }
+  } else if (!error.empty()) {
+    return false;
+  }
+
+  // [dpdk]: the DPDK driver's own reader (drivers/dpdk/dpdk_config.hpp), so the keys are the
+  // same as every other app's. Read whatever the driver; used with driver = "dpdk".
+  if (const toml::table* t = r.section(root, "dpdk")) {
+    c.dpdk_section = true;
+#if TERN_RELAY_HAVE_DPDK_CONFIG
+    if (!drv::dpdk_config_from_toml(*t, path, c.dpdk, error)) return false;
+#else
+    (void)t;
+    if (c.driver == "dpdk") {
+      return r.fail("dpdk", "this build has no DPDK driver (libdpdk or toml++ not found)");
+    }
+#endif
   } else if (!error.empty()) {
     return false;
   }

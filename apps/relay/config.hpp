@@ -4,6 +4,10 @@
 
 #include <tern/endpoint.hpp>
 
+#if TERN_RELAY_HAVE_DPDK
+#include "dpdk_driver.hpp"
+#endif
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -20,7 +24,7 @@ struct RoomRange {
 struct RelayConfig {
   Endpoint listen = Endpoint::v4(0, 7777);
   std::size_t shards = 0;  // 0 = one per CPU
-  std::string driver = "socket";
+  std::string driver = "socket";  // "socket", "uring" or "dpdk"
   std::string idle = "wait";
   bool pin = true;
   std::optional<Endpoint> metrics;  // HTTP /metrics; none = off
@@ -37,6 +41,14 @@ struct RelayConfig {
   std::vector<RoomRange> broadcast_rooms;
   std::uint32_t drain_timeout_ms = 5000;
   std::string rules_path;  // payload filter rules (engine/filter); empty = no filter
+
+  // driver = "dpdk": the port, the address and the EAL, from the file's [dpdk] section (same
+  // keys as config/dpdk-*.toml) and the --dpdk-* flags. The UDP port is listen's port; listen's
+  // address is ignored (the address is dpdk.ip).
+  bool dpdk_section = false;  // the file had a [dpdk] section
+#if TERN_RELAY_HAVE_DPDK
+  drv::DpdkConfig dpdk;
+#endif
 };
 
 // Reads `path` into `config`. On failure returns false and `error` names the file, the key and

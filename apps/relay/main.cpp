@@ -2,6 +2,7 @@
 //
 //   tern-relay --config config/relay.toml
 //   tern-relay --listen 0.0.0.0:7777 --shards 2 --driver uring --metrics 127.0.0.1:9100
+//   tern-relay --listen 0.0.0.0:7777 --driver dpdk --dpdk-config config/dpdk-memif-relay.toml
 //
 // Flags override the file. SIGTERM or SIGINT drains: every peer is disconnected gracefully and
 // given limits-free time up to shutdown.drain_timeout_ms, then the process exits 0.
@@ -10,6 +11,13 @@
 #include "relay.hpp"
 
 #include "common/cli.hpp"
+
+#if TERN_RELAY_HAVE_DPDK
+#include "dpdk_driver.hpp"
+#endif
+#if TERN_RELAY_HAVE_DPDK_CONFIG
+#include "dpdk_config.hpp"
+#endif
 
 #include <pthread.h>
 #include <signal.h>
@@ -29,9 +37,10 @@ constexpr int kExitUsage = 2;
 
 constexpr const char* kUsage =
     "usage: tern-relay [--config FILE] [--listen HOST:PORT] [--shards N]\n"
-    "                  [--driver socket|uring] [--idle wait|busy] [--pin on|off]\n"
+    "                  [--driver socket|uring|dpdk] [--idle wait|busy] [--pin on|off]\n"
     "                  [--metrics HOST:PORT] [--peers N] [--max-room-size N]\n"
     "                  [--broadcast-rooms A-B[,C-D...]] [--rules FILE]\n"
+    "                  [--dpdk-config FILE] [--dpdk-port SPEC] [--dpdk-ip A.B.C.D/NN] ...\n"
     "       tern-relay --help\n"
     "\n"
     "ENet-compatible game relay. A client joins the room named by its connect data (0 = no\n"
@@ -42,7 +51,8 @@ constexpr const char* kUsage =
     "  --config FILE        TOML configuration (see config/relay.toml); flags override it\n"
     "  --listen HOST:PORT   UDP address (default 0.0.0.0:7777; *:PORT = dual stack)\n"
     "  --shards N           poller threads on the port (default: one per CPU)\n"
-    "  --driver D           socket (recvmmsg/sendmmsg) or uring (io_uring; falls back)\n"
+    "  --driver D           socket (recvmmsg/sendmmsg), uring (io_uring; falls back) or dpdk\n"
+    "                       (DPDK poll mode; the --dpdk-* flags or a [dpdk] section below)\n"
     "  --idle I             wait (sleep until traffic or a timer) or busy (poll)\n"
     "  --pin on|off         pin shard i to CPU i (default on)\n"
     "  --metrics HOST:PORT  serve Prometheus text at http://HOST:PORT/metrics\n"
@@ -50,6 +60,18 @@ constexpr const char* kUsage =
     "  --max-room-size N    members per room\n"
     "  --broadcast-rooms R  room ranges that are one-to-many\n"
     "  --rules FILE         payload filter rules (see config/filter.rules); SIGHUP reloads them\n"
+    "\n"
+    "DPDK (--driver dpdk): listen's PORT is the UDP port, the address is the DPDK one; the\n"
+    "settings come from the config file's [dpdk] section (keys as config/dpdk-*.toml), then\n"
+    "--dpdk-config, then the flags. Shards default to 1 (N > 1: RSS, af_packet qpairs=N, or\n"
+    "software steering).\n"
+    "  --dpdk-config FILE      a [dpdk] TOML section (replaces the config file's)\n"
+    "  --dpdk-port SPEC        device or vdev spec (net_memif0,role=server,socket=/tmp/m.sock)\n"
+    "  --dpdk-ip A.B.C.D/NN    our IPv4 address and on-link prefix\n"
+    "  --dpdk-mac MAC          our MAC (default: the port's)\n"
+    "  --dpdk-mbufs N          mbufs in the pool (at least 2048)\n"
+    "  --dpdk-huge             hugepages instead of --no-huge\n"
+    "  --dpdk-eal=\"ARGS\"      extra EAL arguments, space separated\n"
     "\n"
     "Prints 'relaying HOST:PORT' once ready. SIGTERM/SIGINT: graceful drain, summary, exit 0.\n"
     "SIGHUP: reload the filter rules; a file that fails keeps the running rules (one line on\n"
@@ -61,6 +83,9 @@ constexpr app::FlagSpec kFlags[] = {
     {"shards", true},        {"driver", true},          {"idle", true},
     {"pin", true},           {"metrics", true},         {"peers", true},
     {"max-room-size", true}, {"broadcast-rooms", true}, {"rules", true},
+    {"dpdk-config", true},   {"dpdk-port", true},       {"dpdk-ip", true},
+    {"dpdk-mac", true},      {"dpdk-mbufs", true},      {"dpdk-huge", false},
+    {"dpdk-eal", true},
 };
 
 int usage_error(const std::string& why) {
@@ -81,7 +106,9 @@ bool apply_flags(const app::CommandLine& cl, RelayConfig& c, std::string& why) {
     c.shards = *n;
   }
   if (auto v = cl.value("driver")) {
-    if (*v != "socket" && *v != "uring") return why = "--driver: socket or uring", false;
+    if (*v != "socket" && *v != "uring" && *v != "dpdk") {
+      return why = "--driver: socket, uring or dpdk", false;
+    }
     c.driver = std::string(*v);
   }
   if (auto v = cl.value("idle")) {
@@ -124,6 +151,115 @@ bool apply_flags(const app::CommandLine& cl, RelayConfig& c, std::string& why) {
   return true;
 }
 
+// --driver dpdk: the [dpdk] settings (file section, --dpdk-config, flags) into config.dpdk,
+// checked; false with "FILE: dpdk.KEY: reason" or "--flag: reason". Also refuses --dpdk-*
+// without the dpdk driver.
+bool apply_dpdk(const app::CommandLine& cl, RelayConfig& c, std::string& why) {
+  const bool dpdk = c.driver == "dpdk";
+  for (std::string_view f : cl.names()) {
+    if (f.substr(0, 5) == "dpdk-" && !dpdk) {
+      return why = "--" + std::string(f) + " needs --driver dpdk", false;
+    }
+  }
+  if (!dpdk) return true;
+#if TERN_RELAY_HAVE_DPDK
+  drv::DpdkConfig& d = c.dpdk;
+  if (auto v = cl.value("dpdk-config")) {
+#if TERN_RELAY_HAVE_DPDK_CONFIG
+    drv::DpdkConfig from_file;
+    if (!drv::load_dpdk_config(std::string(*v), from_file, why)) return false;
+    d = from_file;
+#else
+    return why = "--dpdk-config: this build has no TOML support for it", false;
+#endif
+  }
+  if (auto v = cl.value("dpdk-port")) d.port = std::string(*v);
+  if (auto v = cl.value("dpdk-ip")) {
+    if (!drv::parse_ipv4_prefix(std::string(*v), d.link)) {
+      return why = "--dpdk-ip wants A.B.C.D/NN, got '" + std::string(*v) + "'", false;
+    }
+  }
+  if (auto v = cl.value("dpdk-mac")) {
+    const auto mac = drv::parse_mac(std::string(*v));
+    if (!mac || mac->is_multicast() || mac->is_zero()) {
+      return why = "--dpdk-mac wants a unicast aa:bb:cc:dd:ee:ff, got '" + std::string(*v) + "'",
+             false;
+    }
+    d.link.mac = *mac;
+  }
+  if (auto v = cl.value("dpdk-mbufs")) {
+    const auto n = app::parse_uint(*v, 2048, 1u << 24);
+    if (!n) return why = "--dpdk-mbufs: must be 2048..16777216", false;
+    d.mbufs = static_cast<unsigned>(*n);
+  }
+  if (cl.has("dpdk-huge")) d.no_huge = false;
+  if (auto v = cl.value("dpdk-eal")) {
+    d.eal_args.clear();
+    std::string_view rest = *v;
+    while (!rest.empty()) {
+      const std::size_t start = rest.find_first_not_of(' ');
+      if (start == std::string_view::npos) break;
+      rest = rest.substr(start);
+      const std::size_t end = rest.find(' ');
+      d.eal_args.emplace_back(rest.substr(0, end));
+      rest = end == std::string_view::npos ? std::string_view{} : rest.substr(end);
+    }
+  }
+  if (d.port.empty()) {
+    return why = "--driver dpdk needs a port: [dpdk] port in the config file, --dpdk-config "
+                 "FILE or --dpdk-port SPEC",
+           false;
+  }
+  if (d.link.ipv4 == 0) {
+    return why = "--driver dpdk needs an address: [dpdk] ip in the config file, --dpdk-config "
+                 "FILE or --dpdk-ip A.B.C.D/NN",
+           false;
+  }
+  if (c.listen.port == 0) return why = "--driver dpdk needs a non-zero listen port", false;
+  if (c.shards == 0) c.shards = 1;  // poll mode: one queue unless asked
+  return true;
+#else
+  return why = "--driver dpdk: this build has no DPDK driver (libdpdk not found at build time)",
+         false;
+#endif
+}
+
+// The DPDK EAL and port for --driver dpdk, set up before the relay's shard group starts and
+// shut down after it is gone: declare it before the Relay.
+class DpdkSetup {
+ public:
+  DpdkSetup() = default;
+  DpdkSetup(const DpdkSetup&) = delete;
+  DpdkSetup& operator=(const DpdkSetup&) = delete;
+  ~DpdkSetup() {
+#if TERN_RELAY_HAVE_DPDK
+    if (!open_) return;
+    if (drv::dpdk_initialized()) {
+      std::fprintf(stderr, "tern-relay: dpdk %s\n",
+                   drv::format_dpdk_stats(drv::dpdk_closed_drivers_stats()).c_str());
+    }
+    drv::dpdk_shutdown();
+#endif
+  }
+  bool open(const RelayConfig& c, std::string& error) {
+    if (c.driver != "dpdk") return true;
+#if TERN_RELAY_HAVE_DPDK
+    open_ = true;
+    if (!drv::dpdk_init(c.dpdk, static_cast<unsigned>(c.shards), error)) return false;
+    const net::LinkConfig link = drv::dpdk_link();
+    std::fprintf(stderr, "tern-relay: dpdk port %s mac %s, %s\n", c.dpdk.port.c_str(),
+                 drv::format_mac(link.mac).c_str(), drv::dpdk_describe().c_str());
+    return true;
+#else
+    error = "this build has no DPDK driver";
+    return false;
+#endif
+  }
+
+ private:
+  bool open_ = false;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -142,6 +278,10 @@ int main(int argc, char** argv) {
     }
   }
   if (!apply_flags(cl, config, error)) return usage_error(error);
+  if (!apply_dpdk(cl, config, error)) {
+    std::fprintf(stderr, "tern-relay: %s\n", error.c_str());
+    return kExitUsage;
+  }
 
   // The shard threads inherit this mask: only the main thread takes SIGINT/SIGTERM.
   sigset_t stop_signals;
@@ -151,6 +291,11 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
+  DpdkSetup dpdk;  // before the relay: its shard group (and drivers) go first
+  if (!dpdk.open(config, error)) {
+    std::fprintf(stderr, "tern-relay: cannot start the DPDK port: %s\n", error.c_str());
+    return kExitFailure;
+  }
   Relay relay(config);
   if (!relay.start(error)) {
     std::fprintf(stderr, "tern-relay: cannot start on %s: %s\n", config.listen.to_string().c_str(),

@@ -102,6 +102,12 @@ Relay::Relay(const RelayConfig& config)
         o.bind = config.listen;
         o.shards = config.shards != 0 ? config.shards : std::thread::hardware_concurrency();
         o.driver = config.driver == "uring" ? rt::DriverKind::uring : rt::DriverKind::socket;
+        if (config.driver == "dpdk") {
+          // The process set the port up (drv::dpdk_init, main.cpp); the shards take the
+          // configured IPv4 address and listen's UDP port.
+          o.driver = rt::DriverKind::dpdk;
+          o.bind = Endpoint::v4(0, config.listen.port);
+        }
         o.idle = config.idle == "busy" ? rt::IdlePolicy::busy_poll : rt::IdlePolicy::wait_deadline;
         o.pin = config.pin;
         // Each shard may hold every peer (the kernel's hash need not be even); the relay-wide

@@ -1,0 +1,329 @@
+#!/usr/bin/env python3
+"""DPDK (net_memif) against io_uring, side by side in one run, medians of N runs.
+
+  sudo perf/dpdk_bench.py [--build build-release] [--runs 3] [--rates 25,50,100,200,400]
+                          [--duration 2] [--skip-testpmd] [--json perf/results/dpdk_bench.json]
+
+(a) relay throughput: tern-relay (1 shard, --idle busy) on DPDK net_memif (server role)
+    driven by tern-loadgen on DPDK net_memif (client role, one shard), against tern-relay on
+    io_uring driven by tern-loadgen on sockets over loopback. 1000 clients in rooms of 8, 64 B,
+    reliable, a rate sweep (per-client Hz) up to saturation; delivered copies/s and loss.
+(b) ping-pong RTT: tern-ping --serve / --connect, --idle busy on both sides, over memif vs
+    over io_uring on loopback (busy-poll): p50/p99.
+(c) dpdk-testpmd ceiling over the same kind of memif pair: a testpmd memif server in
+    --forward-mode=io (echoes every frame back on its one port) and a testpmd memif client in
+    --forward-mode=flowgen (transmits as fast as it can and drains what comes back); Mpps
+    from the server's per-second Rx-pps/Tx-pps. Needs dpdk-testpmd (Debian: dpdk-dev).
+
+The server side of every pair runs on CPU 0, the load side on CPU 1 (taskset); every process
+under `timeout`. Runs are interleaved (for each run: every case once) so drift hits both sides
+alike. Needs root (DPDK vdevs). Prints markdown tables and writes JSON.
+"""
+
+import argparse
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SERVER_CPU, LOAD_CPU = "0", "1"
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def kv(line):
+    return dict(x.split("=", 1) for x in line.split() if "=" in x)
+
+
+def line_with(text, prefix):
+    return next((l for l in text.splitlines() if l.startswith(prefix)), "")
+
+
+class Server:
+    """A server process under taskset + timeout; ready when `ready` appears on stdout."""
+
+    def __init__(self, cmd, ready, tag, limit_s=120):
+        self.out_path = f"/tmp/tern-dpdk-bench-{tag}.out"
+        self.err_path = f"/tmp/tern-dpdk-bench-{tag}.err"
+        self.out = open(self.out_path, "w+")
+        self.err = open(self.err_path, "w+")
+        full = ["taskset", "-c", SERVER_CPU, "timeout", "-s", "KILL", str(limit_s)] + cmd
+        self.proc = subprocess.Popen(full, stdout=self.out, stderr=self.err)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            self.out.seek(0)
+            if ready in self.out.read():
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        self.stop()
+        self.err.seek(0)
+        raise RuntimeError(f"{cmd[0]} did not start: {self.err.read()[-500:]}")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            # timeout(1) is the direct child: signal the server itself (timeout's child).
+            try:
+                kids = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True,
+                                      text=True).stdout.split()
+                for k in kids:
+                    os.kill(int(k), signal.SIGTERM)
+                if not kids:
+                    self.proc.send_signal(signal.SIGTERM)
+                self.proc.wait(timeout=15)
+            except (subprocess.TimeoutExpired, ProcessLookupError):
+                self.proc.kill()
+                self.proc.wait()
+        self.out.seek(0)
+        text = self.out.read()
+        self.out.close()
+        self.err.close()
+        for p in (self.out_path, self.err_path):
+            os.unlink(p)
+        return text
+
+
+def load(cmd, limit_s):
+    full = ["taskset", "-c", LOAD_CPU, "timeout", "-s", "KILL", str(limit_s)] + cmd
+    r = subprocess.run(full, capture_output=True, text=True)
+    return r
+
+
+def unlink(path):
+    if os.path.exists(path):
+        os.unlink(path)
+
+
+# ---- (a) relay throughput ----------------------------------------------------------------------
+
+def relay_case(b, transport, rate, args, n):
+    port = 7300 + n % 500
+    sock = f"/tmp/tern-dpdk-bench-{os.getpid()}.sock"
+    unlink(sock)
+    common = ["--shards", "1", "--idle", "busy", "--pin", "off", "--peers", "4096"]
+    if transport == "dpdk":
+        relay = [b + "/apps/relay/tern-relay", "--listen", f"0.0.0.0:{port}", "--driver", "dpdk",
+                 "--dpdk-port", f"net_memif0,role=server,socket={sock}",
+                 "--dpdk-ip", "10.215.0.1/24", "--dpdk-mbufs", "16383"] + common
+        target = f"10.215.0.1:{port}"
+        client = ["--driver", "dpdk", "--dpdk-port", f"net_memif0,role=client,socket={sock}",
+                  "--dpdk-ip", "10.215.0.2/24", "--dpdk-mbufs", "16383"]
+    else:
+        relay = [b + "/apps/relay/tern-relay", "--listen", f"127.0.0.1:{port}", "--driver",
+                 "uring"] + common
+        target = f"127.0.0.1:{port}"
+        client = ["--driver", "socket"]
+    srv = Server(relay, "relaying", f"relay-{transport}")
+    try:
+        r = load([b + "/apps/loadgen/tern-loadgen", "--target", target, "--clients", "1000",
+                  "--room-size", "8", "--size", "64", "--delivery", "reliable", "--rate",
+                  str(rate), "--duration", str(args.duration), "--warmup", "1", "--idle", "busy",
+                  "--timeout-ms", "15000", "--quiet"] + client, 90)
+    finally:
+        srv.stop()
+        unlink(sock)
+    v = kv(line_with(r.stdout, "loadgen "))
+    if r.returncode != 0 or "delivered_per_s" not in v:
+        log(f"  relay {transport} {rate} Hz: loadgen exit {r.returncode}: {r.stderr[-400:]}")
+        return None
+    return {"delivered_per_s": float(v["delivered_per_s"]), "expected": int(v["expected"]),
+            "delivered": int(v["delivered"]), "lost": int(v["lost"]),
+            "p50_us": float(v["p50"]), "p99_us": float(v["p99"])}
+
+
+# ---- (b) ping-pong -------------------------------------------------------------------------------
+
+def ping_case(b, transport, args, n):
+    port = 7800 + n % 100
+    sock = f"/tmp/tern-dpdk-bench-ping-{os.getpid()}.sock"
+    unlink(sock)
+    ping = b + "/apps/ping/tern-ping"
+    busy = ["--idle", "busy"]
+    if transport == "dpdk":
+        srv_cmd = [ping, "--serve", f"0.0.0.0:{port}", "--driver", "dpdk",
+                   "--dpdk-port", f"net_memif0,role=server,socket={sock}",
+                   "--dpdk-ip", "10.216.0.1/24", "--pin", "off"] + busy
+        cli = [ping, "--connect", f"10.216.0.1:{port}", "--driver", "dpdk",
+               "--dpdk-port", f"net_memif0,role=client,socket={sock}",
+               "--dpdk-ip", "10.216.0.2/24"] + busy
+    else:
+        srv_cmd = [ping, "--serve", f"127.0.0.1:{port}", "--driver", "uring", "--pin", "off"] + busy
+        cli = [ping, "--connect", f"127.0.0.1:{port}", "--driver", "uring"] + busy
+    srv = Server(srv_cmd, "serving", f"ping-{transport}")
+    try:
+        r = load(cli + ["--count", str(args.pings), "--warmup", "1000", "--reliable"], 60)
+    finally:
+        srv.stop()
+        unlink(sock)
+    v = kv(line_with(r.stdout, "rtt_us "))
+    if r.returncode != 0 or "p50" not in v:
+        log(f"  ping {transport}: exit {r.returncode}: {r.stderr[-400:]}")
+        return None
+    return {"p50_us": float(v["p50"]), "p99_us": float(v["p99"]), "lost": int(v["lost"])}
+
+
+# ---- (c) testpmd ---------------------------------------------------------------------------------
+
+PPS = re.compile(r"Rx-pps:\s+(\d+).*?Tx-pps:\s+(\d+)", re.S)
+
+
+def testpmd_case(args, n):
+    sock = f"/tmp/tern-dpdk-bench-tp-{os.getpid()}.sock"
+    unlink(sock)
+    tp = "dpdk-testpmd"
+    eal = ["--no-huge", "-m", "512", "--no-shconf", "--no-pci", "--no-telemetry",
+           "--log-level=lib.eal:warning"]
+    app = ["--", "--total-num-mbufs=16384", "--stats-period", "1", "--txq=1", "--rxq=1"]
+    srv_cmd = [tp, "--lcores", f"0@{SERVER_CPU},1@{SERVER_CPU}", f"--file-prefix=tps{n}",
+               f"--vdev=net_memif0,role=server,socket={sock}"] + eal + app + \
+              ["--forward-mode=io"]
+    cli_cmd = [tp, "--lcores", f"0@{LOAD_CPU},1@{LOAD_CPU}", f"--file-prefix=tpc{n}",
+               f"--vdev=net_memif0,role=client,socket={sock}"] + eal + app + \
+              ["--forward-mode=flowgen"]
+    out_path = f"/tmp/tern-dpdk-bench-tps-{os.getpid()}.out"
+    with open(out_path, "w+") as out:
+        # No taskset: --lcores places the threads; timeout bounds both.
+        srv = subprocess.Popen(["timeout", "-s", "KILL", "40"] + srv_cmd, stdout=out,
+                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        time.sleep(2.5)
+        cli = subprocess.Popen(["timeout", "-s", "KILL", "30"] + cli_cmd,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               stdin=subprocess.DEVNULL)
+        time.sleep(2 + args.testpmd_seconds)
+
+        def interrupt(p):
+            kids = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True,
+                                  text=True).stdout.split()
+            for k in kids:
+                try:
+                    os.kill(int(k), signal.SIGINT)
+                except ProcessLookupError:
+                    pass
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+        interrupt(cli)
+        interrupt(srv)  # may segfault at shutdown (memif); ignored
+        out.seek(0)
+        text = out.read()
+    os.unlink(out_path)
+    unlink(sock)
+    samples = [(int(a), int(t)) for a, t in PPS.findall(text)]
+    # Per-second samples while the client was sending: skip the start-up and the last second.
+    busy = [s for s in samples if s[0] > 0][1:-1]
+    if not busy:
+        log(f"  testpmd: no samples; tail of server output: {text[-600:]}")
+        return None
+    return {"rx_mpps": statistics.median(s[0] for s in busy) / 1e6,
+            "tx_mpps": statistics.median(s[1] for s in busy) / 1e6, "samples": len(busy)}
+
+
+# ---- main ----------------------------------------------------------------------------------------
+
+def med(rows, key):
+    vals = [r[key] for r in rows if r is not None]
+    return statistics.median(vals) if vals else None
+
+
+def fmt(v, spec):
+    return "—" if v is None else format(v, spec)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build-release"))
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--rates", default="25,50,100,200,400")
+    ap.add_argument("--duration", default="2")
+    ap.add_argument("--pings", type=int, default=20000)
+    ap.add_argument("--testpmd-seconds", type=int, default=5)
+    ap.add_argument("--skip-testpmd", action="store_true")
+    ap.add_argument("--json", default=os.path.join(ROOT, "perf/results/dpdk_bench.json"))
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        log("needs root (DPDK vdevs)")
+        return 77
+    b = os.path.abspath(args.build)
+    subprocess.run(["ninja", "-C", b, "apps/relay/tern-relay", "apps/loadgen/tern-loadgen",
+                    "apps/ping/tern-ping"], check=True, stdout=subprocess.DEVNULL)
+    rates = [int(x) for x in args.rates.split(",")]
+    have_testpmd = not args.skip_testpmd and subprocess.run(
+        ["which", "dpdk-testpmd"], capture_output=True).returncode == 0
+
+    relay = {(t, r): [] for t in ("dpdk", "uring") for r in rates}
+    ping = {t: [] for t in ("dpdk", "uring")}
+    pmd = []
+    n = 0
+    for run in range(args.runs):
+        log(f"run {run + 1}/{args.runs}")
+        for rate in rates:
+            for t in ("dpdk", "uring"):
+                n += 1
+                res = relay_case(b, t, rate, args, n)
+                relay[(t, rate)].append(res)
+                if res:
+                    log(f"  relay {t:5} {rate:4} Hz: {res['delivered_per_s']:.0f} copies/s "
+                        f"lost={res['lost']} p99={res['p99_us']} us")
+        for t in ("dpdk", "uring"):
+            n += 1
+            res = ping_case(b, t, args, n)
+            ping[t].append(res)
+            if res:
+                log(f"  ping  {t:5}: p50={res['p50_us']} p99={res['p99_us']} us")
+        if have_testpmd:
+            n += 1
+            res = testpmd_case(args, n)
+            pmd.append(res)
+            if res:
+                log(f"  testpmd io: rx {res['rx_mpps']:.3f} Mpps tx {res['tx_mpps']:.3f} Mpps")
+
+    print(f"## (a) tern-relay, 1000 clients, rooms of 8, 64 B reliable, 1 shard; medians of "
+          f"{args.runs}\n")
+    print("| rate/client | offered copies/s | DPDK memif delivered/s | lost | p99 us "
+          "| uring+sockets delivered/s | lost | p99 us | DPDK / uring |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    result = {"relay": [], "ping": {}, "testpmd": None, "runs": args.runs}
+    for rate in rates:
+        d, u = relay[("dpdk", rate)], relay[("uring", rate)]
+        dd, ud = med(d, "delivered_per_s"), med(u, "delivered_per_s")
+        ratio = dd / ud if dd and ud else None
+        print(f"| {rate} Hz | {1000 * rate * 7} | {fmt(dd, ',.0f')} | {fmt(med(d, 'lost'), '.0f')}"
+              f" | {fmt(med(d, 'p99_us'), '.0f')} | {fmt(ud, ',.0f')} | {fmt(med(u, 'lost'), '.0f')}"
+              f" | {fmt(med(u, 'p99_us'), '.0f')} | {fmt(ratio, '.2f')} |")
+        result["relay"].append({"rate_hz": rate, "offered": 1000 * rate * 7, "dpdk": d, "uring": u})
+    print(f"\n## (b) tern-ping ping-pong RTT, 64 B reliable, --idle busy both sides; medians of "
+          f"{args.runs}\n")
+    print("| transport | p50 us | p99 us |")
+    print("|---|---:|---:|")
+    for t, name in (("dpdk", "DPDK net_memif"), ("uring", "io_uring loopback (busy-poll)")):
+        print(f"| {name} | {fmt(med(ping[t], 'p50_us'), '.1f')} | "
+              f"{fmt(med(ping[t], 'p99_us'), '.1f')} |")
+        result["ping"][t] = ping[t]
+    if have_testpmd:
+        print(f"\n## (c) dpdk-testpmd over memif: server io-forward (CPU 0), client flowgen "
+              f"(CPU 1); medians of {args.runs}\n")
+        print("| server Rx Mpps | server Tx Mpps |")
+        print("|---:|---:|")
+        print(f"| {fmt(med(pmd, 'rx_mpps'), '.3f')} | {fmt(med(pmd, 'tx_mpps'), '.3f')} |")
+        result["testpmd"] = pmd
+    else:
+        print("\n(c) dpdk-testpmd: skipped (not installed or --skip-testpmd)")
+    os.makedirs(os.path.dirname(args.json), exist_ok=True)
+    with open(args.json, "w") as f:
+        json.dump(result, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
