@@ -70,14 +70,16 @@ namespace {
 using tern::app::CommandLine;
 
 constexpr tern::app::FlagSpec kFlags[] = {
-    {"help", false},      {"target", true},     {"clients", true},  {"room-size", true},
-    {"rate", true},       {"size", true},       {"duration", true}, {"warmup", true},
-    {"delivery", true},   {"channels", true},   {"sources", true},  {"shards", true},
-    {"driver", true},     {"idle", true},       {"json", true},     {"first-room", true},
-    {"broadcast", false}, {"timeout-ms", true}, {"quiet", false},
-    {"dpdk-config", true}, {"dpdk-port", true}, {"dpdk-ip", true}, {"dpdk-gateway", true},
-    {"dpdk-gateway-mac", true}, {"dpdk-mac", true}, {"dpdk-eal", true},
-    {"dpdk-local-port", true}, {"dpdk-mbufs", true}, {"dpdk-huge", false},
+    {"help", false},      {"target", true},       {"clients", true},
+    {"room-size", true},  {"rate", true},         {"size", true},
+    {"duration", true},   {"warmup", true},       {"delivery", true},
+    {"channels", true},   {"sources", true},      {"shards", true},
+    {"driver", true},     {"idle", true},         {"json", true},
+    {"first-room", true}, {"broadcast", false},   {"timeout-ms", true},
+    {"quiet", false},     {"dpdk-config", true},  {"dpdk-port", true},
+    {"dpdk-ip", true},    {"dpdk-gateway", true}, {"dpdk-gateway-mac", true},
+    {"dpdk-mac", true},   {"dpdk-eal", true},     {"dpdk-local-port", true},
+    {"dpdk-mbufs", true}, {"dpdk-huge", false},
 };
 
 constexpr std::uint64_t kDayMs = std::uint64_t{24} * 3600 * 1000;

@@ -23,7 +23,7 @@ struct RoomRange {
 
 struct RelayConfig {
   Endpoint listen = Endpoint::v4(0, 7777);
-  std::size_t shards = 0;  // 0 = one per CPU
+  std::size_t shards = 0;         // 0 = one per CPU
   std::string driver = "socket";  // "socket", "uring" or "dpdk"
   std::string idle = "wait";
   bool pin = true;

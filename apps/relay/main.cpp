@@ -206,13 +206,15 @@ bool apply_dpdk(const app::CommandLine& cl, RelayConfig& c, std::string& why) {
     }
   }
   if (d.port.empty()) {
-    return why = "--driver dpdk needs a port: [dpdk] port in the config file, --dpdk-config "
-                 "FILE or --dpdk-port SPEC",
+    return why =
+               "--driver dpdk needs a port: [dpdk] port in the config file, --dpdk-config "
+               "FILE or --dpdk-port SPEC",
            false;
   }
   if (d.link.ipv4 == 0) {
-    return why = "--driver dpdk needs an address: [dpdk] ip in the config file, --dpdk-config "
-                 "FILE or --dpdk-ip A.B.C.D/NN",
+    return why =
+               "--driver dpdk needs an address: [dpdk] ip in the config file, --dpdk-config "
+               "FILE or --dpdk-ip A.B.C.D/NN",
            false;
   }
   if (c.listen.port == 0) return why = "--driver dpdk needs a non-zero listen port", false;
