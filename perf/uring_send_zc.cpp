@@ -12,14 +12,14 @@
 //   sendmmsg     plain sendmmsg(2), B datagrams per call, MSG_DONTWAIT (reference).
 // The ring is set up like the driver's: SUBMIT_ALL | SINGLE_ISSUER | DEFER_TASKRUN, CQSIZE.
 // For each mode and size: median of --reps runs of --secs seconds each.
+#include <arpa/inet.h>
+#include <dirent.h>
 #include <liburing.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
-#include <dirent.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -47,9 +47,9 @@ constexpr std::size_t kMaxSize = 8192;
 
 struct Options {
   std::vector<std::size_t> sizes{64, 512, 1400, 8192};
-  unsigned burst = 64;         // the driver's max_burst
-  unsigned ring_entries = 256; // the driver's ring_entries
-  unsigned slots = 1024;       // buffer ring for zero-copy (must cover sends awaiting notifs)
+  unsigned burst = 64;          // the driver's max_burst
+  unsigned ring_entries = 256;  // the driver's ring_entries
+  unsigned slots = 1024;        // buffer ring for zero-copy (must cover sends awaiting notifs)
   int reps = 5;
   double secs = 0.5;
   int sender_cpu = 0;
@@ -81,8 +81,8 @@ std::uint64_t cpu_busy_jiffies(int cpu) {
   while (std::fgets(line, sizeof(line), f) != nullptr) {
     if (std::strncmp(line, want, std::strlen(want)) != 0) continue;
     unsigned long long v[10] = {};
-    std::sscanf(line + std::strlen(want), "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
-                &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9]);
+    std::sscanf(line + std::strlen(want), "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu",
+                &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9]);
     busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];  // user nice system irq softirq steal
     break;
   }
@@ -99,7 +99,10 @@ std::uint64_t udp_rcvbuf_errors() {
   bool header = true;
   while (std::fgets(line, sizeof(line), f) != nullptr) {
     if (std::strncmp(line, "Udp: ", 5) != 0) continue;
-    if (header) { header = false; continue; }
+    if (header) {
+      header = false;
+      continue;
+    }
     unsigned long long x[5] = {};
     std::sscanf(line + 5, "%llu %llu %llu %llu %llu", &x[0], &x[1], &x[2], &x[3], &x[4]);
     v = x[4];
@@ -198,7 +201,8 @@ struct Sender {
     iovec whole{pool.data(), pool.size()};
     const int r = io_uring_register_buffers(&ring, &whole, 1);
     fixed_ok = r == 0;
-    if (!fixed_ok) std::fprintf(stderr, "register_buffers: %s (send_zc_fix skipped)\n", std::strerror(-r));
+    if (!fixed_ok)
+      std::fprintf(stderr, "register_buffers: %s (send_zc_fix skipped)\n", std::strerror(-r));
     ring_ok = true;
     return true;
   }
@@ -229,9 +233,12 @@ struct Sender {
         release(slot);
         continue;
       }
-      if (cqe->res >= 0) ++c.sent;
-      else if (cqe->res == -EAGAIN) ++c.eagain;
-      else ++c.err;
+      if (cqe->res >= 0)
+        ++c.sent;
+      else if (cqe->res == -EAGAIN)
+        ++c.eagain;
+      else
+        ++c.err;
       // F_MORE on a zero-copy send: a notification for this slot follows.
       if (!(cqe->flags & IORING_CQE_F_MORE)) release(slot);
     }
@@ -268,7 +275,8 @@ struct Sender {
         io_uring_sqe* sqe = io_uring_get_sqe(&ring);
         char* buf = pool.data() + std::size_t(slot) * kMaxSize;
         if (mode == 2) {
-          io_uring_prep_send_zc_fixed(sqe, fd, buf, size, MSG_DONTWAIT, IORING_SEND_ZC_REPORT_USAGE, 0);
+          io_uring_prep_send_zc_fixed(sqe, fd, buf, size, MSG_DONTWAIT, IORING_SEND_ZC_REPORT_USAGE,
+                                      0);
           io_uring_prep_send_set_addr(sqe, reinterpret_cast<const sockaddr*>(&dst), sizeof(dst));
         } else {
           iovs[slot] = {buf, size};
@@ -294,8 +302,10 @@ struct Sender {
       // Plain sendmsg: the driver's io_uring_submit (inline completions need no task work).
       // Zero-copy: notifications arrive as deferred task work, which only GETEVENTS runs;
       // still one io_uring_enter per burst.
-      if (mode == 0) (void)io_uring_submit(&ring);
-      else (void)io_uring_submit_and_get_events(&ring);
+      if (mode == 0)
+        (void)io_uring_submit(&ring);
+      else
+        (void)io_uring_submit_and_get_events(&ring);
       reap(c);
     }
     drain(c);
@@ -386,16 +396,30 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
-    if (v == nullptr) { usage(); return 2; }
-    if (a == "--sizes") o.sizes = parse_sizes(v);
-    else if (a == "--burst") o.burst = unsigned(std::atoi(v));
-    else if (a == "--reps") o.reps = std::atoi(v);
-    else if (a == "--secs") o.secs = std::atof(v);
-    else if (a == "--slots") o.slots = unsigned(std::atoi(v));
-    else if (a == "--sender-cpu") o.sender_cpu = std::atoi(v);
-    else if (a == "--receiver-cpu") o.receiver_cpu = std::atoi(v);
-    else if (a == "--modes") o.modes = parse_modes(v);
-    else { usage(); return 2; }
+    if (v == nullptr) {
+      usage();
+      return 2;
+    }
+    if (a == "--sizes")
+      o.sizes = parse_sizes(v);
+    else if (a == "--burst")
+      o.burst = unsigned(std::atoi(v));
+    else if (a == "--reps")
+      o.reps = std::atoi(v);
+    else if (a == "--secs")
+      o.secs = std::atof(v);
+    else if (a == "--slots")
+      o.slots = unsigned(std::atoi(v));
+    else if (a == "--sender-cpu")
+      o.sender_cpu = std::atoi(v);
+    else if (a == "--receiver-cpu")
+      o.receiver_cpu = std::atoi(v);
+    else if (a == "--modes")
+      o.modes = parse_modes(v);
+    else {
+      usage();
+      return 2;
+    }
     ++i;
   }
   if (o.burst == 0 || o.burst > o.ring_entries || o.slots < 2 * o.burst || o.reps < 1) {
@@ -424,7 +448,8 @@ int main(int argc, char** argv) {
   std::thread rx_thread([&] { rx.run(); });
   while (!rx.ready.load()) std::this_thread::yield();
 
-  if (!pin(o.sender_cpu)) std::fprintf(stderr, "warning: cannot pin sender to CPU %d\n", o.sender_cpu);
+  if (!pin(o.sender_cpu))
+    std::fprintf(stderr, "warning: cannot pin sender to CPU %d\n", o.sender_cpu);
   Sender tx(o);
   tx.fd = socket(AF_INET, SOCK_DGRAM, 0);
   tx.dst = addr;
@@ -434,19 +459,25 @@ int main(int argc, char** argv) {
   socklen_t gl = sizeof(got_rcv);
   getsockopt(rx.fd, SOL_SOCKET, SO_RCVBUF, &got_rcv, &gl);
   const long hz = sysconf(_SC_CLK_TCK);
-  std::printf("# tern-uring-sendzc: 127.0.0.1 UDP, burst %u, %d reps x %.2f s (median), sender CPU %d, "
-              "receiver CPU %d (recvmmsg), rcvbuf %d, kernel ring flags SUBMIT_ALL|SINGLE_ISSUER|"
-              "DEFER_TASKRUN\n",
-              o.burst, o.reps, o.secs, o.sender_cpu, o.receiver_cpu, got_rcv);
-  std::printf("# ns figures are CPU time per sent datagram; other = process - sender - receiver "
-              "threads (io-wq); cpu0 = /proc/stat busy of the sender CPU (%ld Hz ticks); drop%% = host "
-              "Udp RcvbufErrors / sent\n", hz);
-  std::printf("%-12s %6s %12s %12s %10s %10s %8s %8s %7s %8s %7s %10s\n", "mode", "size", "sent dgr/s",
-              "recv dgr/s", "sender ns", "recvr ns", "other ns", "cpu0 ns", "drop%", "eagain%", "errors",
-              "zc copied");
+  std::printf(
+      "# tern-uring-sendzc: 127.0.0.1 UDP, burst %u, %d reps x %.2f s (median), sender CPU %d, "
+      "receiver CPU %d (recvmmsg), rcvbuf %d, kernel ring flags SUBMIT_ALL|SINGLE_ISSUER|"
+      "DEFER_TASKRUN\n",
+      o.burst, o.reps, o.secs, o.sender_cpu, o.receiver_cpu, got_rcv);
+  std::printf(
+      "# ns figures are CPU time per sent datagram; other = process - sender - receiver "
+      "threads (io-wq); cpu0 = /proc/stat busy of the sender CPU (%ld Hz ticks); drop%% = host "
+      "Udp RcvbufErrors / sent\n",
+      hz);
+  std::printf("%-12s %6s %12s %12s %10s %10s %8s %8s %7s %8s %7s %10s\n", "mode", "size",
+              "sent dgr/s", "recv dgr/s", "sender ns", "recvr ns", "other ns", "cpu0 ns", "drop%",
+              "eagain%", "errors", "zc copied");
 
   for (const std::string& mname : o.modes) {
-    if (mode_index(mname) < 0) { std::fprintf(stderr, "unknown mode %s\n", mname.c_str()); return 2; }
+    if (mode_index(mname) < 0) {
+      std::fprintf(stderr, "unknown mode %s\n", mname.c_str());
+      return 2;
+    }
   }
   for (const std::size_t size : o.sizes) {
     // Repetitions outer, modes inner: a neighbour's load drifting during the run hits every
@@ -466,8 +497,8 @@ int main(int argc, char** argv) {
         const std::uint64_t j0 = cpu_busy_jiffies(o.sender_cpu);
         const std::uint64_t d0 = udp_rcvbuf_errors();
         const std::uint64_t deadline = w0 + std::uint64_t(secs * 1e9);
-        Sender::Counts c = mode == 3 ? tx.run_sendmmsg(size, deadline)
-                                     : tx.run_uring(mode, size, deadline);
+        Sender::Counts c =
+            mode == 3 ? tx.run_sendmmsg(size, deadline) : tx.run_uring(mode, size, deadline);
         const std::uint64_t w1 = now_ns(CLOCK_MONOTONIC);
         const std::uint64_t s1 = now_ns(CLOCK_THREAD_CPUTIME_ID);
         const std::uint64_t p1 = now_ns(CLOCK_PROCESS_CPUTIME_ID);
@@ -514,12 +545,13 @@ int main(int argc, char** argv) {
       }
       char zc[32] = "-";
       if (mode == 1 || mode == 2)
-        std::snprintf(zc, sizeof(zc), "%.1f%%", notifs ? 100.0 * double(copied) / double(notifs) : 0.0);
+        std::snprintf(zc, sizeof(zc), "%.1f%%",
+                      notifs ? 100.0 * double(copied) / double(notifs) : 0.0);
       std::printf("%-12s %6zu %12.0f %12.0f %10.1f %10.1f %8.1f %8.1f %7.2f %8.2f %7llu %10s\n",
                   mname.c_str(), size, med(&Sample::dgr_per_s), med(&Sample::rx_per_s),
                   med(&Sample::sender_ns), med(&Sample::receiver_ns), med(&Sample::other_ns),
-                  med(&Sample::cpu0_ns), 100 * med(&Sample::drop_frac), 100 * med(&Sample::eagain_frac),
-                  static_cast<unsigned long long>(errs), zc);
+                  med(&Sample::cpu0_ns), 100 * med(&Sample::drop_frac),
+                  100 * med(&Sample::eagain_frac), static_cast<unsigned long long>(errs), zc);
       std::fflush(stdout);
     }
   }

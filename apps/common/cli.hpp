@@ -45,4 +45,22 @@ class CommandLine {
 std::optional<std::uint64_t> parse_uint(std::string_view text, std::uint64_t min,
                                         std::uint64_t max);
 
+// "--name N" into `out` when given: false with "--name wants an integer in MIN..MAX, got 'X'".
+// An absent flag leaves `out` alone and succeeds.
+bool read_uint(const CommandLine& cl, std::string_view name, std::uint64_t min, std::uint64_t max,
+               std::uint64_t& out, std::string& error);
+template <class T>
+bool read_uint(const CommandLine& cl, std::string_view name, std::uint64_t min, std::uint64_t max,
+               T& out, std::string& error) {
+  std::uint64_t v = out;
+  if (!read_uint(cl, name, min, max, v, error)) return false;
+  out = static_cast<T>(v);
+  return true;
+}
+
+// "--name S" as seconds with at most three decimals ("2", "0.5", "1.250") into milliseconds,
+// within [min_ms, max_ms]; an absent flag leaves `out_ms` alone and succeeds.
+bool read_seconds(const CommandLine& cl, std::string_view name, std::uint64_t min_ms,
+                  std::uint64_t max_ms, std::uint64_t& out_ms, std::string& error);
+
 }  // namespace tern::app

@@ -38,37 +38,8 @@ bool DpdkSetup::open(const Config& config, std::string& error) {
 #endif
   }
   // Flags override the file.
-  if (!o.port.empty()) c.port = o.port;
-  if (!o.eal.empty()) c.eal_args = o.eal;
-  if (o.mbufs != 0) c.mbufs = o.mbufs;
-  if (o.huge) c.no_huge = false;
-  if (!o.ip.empty() && !drv::parse_ipv4_prefix(o.ip, c.link)) {
-    error = "--dpdk-ip wants A.B.C.D/NN, got '" + o.ip + "'";
-    return false;
-  }
-  if (!o.gateway.empty()) {
-    net::LinkConfig gw;
-    if (!drv::parse_ipv4_prefix(o.gateway, gw) || gw.ipv4_prefix_len != 32) {
-      error = "--dpdk-gateway wants A.B.C.D, got '" + o.gateway + "'";
-      return false;
-    }
-    c.link.ipv4_gateway = gw.ipv4;
-  }
-  if (!o.gateway_mac.empty()) {
-    c.gateway_mac = drv::parse_mac(o.gateway_mac);
-    if (!c.gateway_mac) {
-      error = "--dpdk-gateway-mac wants aa:bb:cc:dd:ee:ff, got '" + o.gateway_mac + "'";
-      return false;
-    }
-  }
-  if (!o.mac.empty()) {
-    const auto mac = drv::parse_mac(o.mac);
-    if (!mac || mac->is_multicast() || mac->is_zero()) {
-      error = "--dpdk-mac wants a unicast aa:bb:cc:dd:ee:ff, got '" + o.mac + "'";
-      return false;
-    }
-    c.link.mac = *mac;
-  }
+  const drv::DpdkFlags flags{o.port, o.ip, o.gateway, o.gateway_mac, o.mac, o.eal, o.mbufs, o.huge};
+  if (!drv::apply_dpdk_flags(flags, c, error)) return false;
   if (c.port.empty()) {
     error = "--driver dpdk needs a port (--dpdk-port SPEC or port in the [dpdk] file)";
     return false;

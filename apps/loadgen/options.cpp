@@ -68,6 +68,8 @@ const char* const kUsage =
 namespace {
 
 using tern::app::CommandLine;
+using tern::app::read_seconds;
+using tern::app::read_uint;
 
 constexpr tern::app::FlagSpec kFlags[] = {
     {"help", false},      {"target", true},       {"clients", true},
@@ -83,51 +85,6 @@ constexpr tern::app::FlagSpec kFlags[] = {
 };
 
 constexpr std::uint64_t kDayMs = std::uint64_t{24} * 3600 * 1000;
-
-template <class T>
-bool read_uint(const CommandLine& cl, std::string_view name, std::uint64_t min, std::uint64_t max,
-               T& out, std::string& error) {
-  const auto text = cl.value(name);
-  if (!text) return true;
-  const auto v = tern::app::parse_uint(*text, min, max);
-  if (!v) {
-    error = "--" + std::string(name) + " wants an integer in " + std::to_string(min) + ".." +
-            std::to_string(max) + ", got '" + std::string(*text) + "'";
-    return false;
-  }
-  out = static_cast<T>(*v);
-  return true;
-}
-
-// "--name S" as seconds with at most three decimals ("2", "0.5", "1.250") into milliseconds.
-bool read_seconds(const CommandLine& cl, std::string_view name, std::uint64_t min_ms,
-                  std::uint64_t max_ms, std::uint64_t& out_ms, std::string& error) {
-  const auto text = cl.value(name);
-  if (!text) return true;
-  const std::string_view t = *text;
-  const auto dot = t.find('.');
-  const std::string_view whole = t.substr(0, dot);
-  const std::string_view frac =
-      dot == std::string_view::npos ? std::string_view{} : t.substr(dot + 1);
-  const auto w = tern::app::parse_uint(whole, 0, max_ms / 1000);
-  bool ok = w.has_value() && (dot == std::string_view::npos || (!frac.empty() && frac.size() <= 3));
-  std::uint64_t ms = ok ? *w * 1000 : 0;
-  if (ok && !frac.empty()) {
-    const auto f = tern::app::parse_uint(frac, 0, 999);
-    ok = f.has_value();
-    std::uint64_t f_ms = ok ? *f : 0;
-    for (std::size_t i = frac.size(); i < 3; ++i) f_ms *= 10;
-    ms += f_ms;
-  }
-  if (!ok || ms < min_ms || ms > max_ms) {
-    error = "--" + std::string(name) + " wants seconds (up to 3 decimals) in " +
-            std::to_string(min_ms / 1000.0).substr(0, 5) + ".." + std::to_string(max_ms / 1000) +
-            ", got '" + std::string(t) + "'";
-    return false;
-  }
-  out_ms = ms;
-  return true;
-}
 
 bool parse_ipv4(std::string_view text, std::uint32_t& out) {
   std::uint32_t v = 0;

@@ -173,38 +173,28 @@ bool apply_dpdk(const app::CommandLine& cl, RelayConfig& c, std::string& why) {
     return why = "--dpdk-config: this build has no TOML support for it", false;
 #endif
   }
-  if (auto v = cl.value("dpdk-port")) d.port = std::string(*v);
-  if (auto v = cl.value("dpdk-ip")) {
-    if (!drv::parse_ipv4_prefix(std::string(*v), d.link)) {
-      return why = "--dpdk-ip wants A.B.C.D/NN, got '" + std::string(*v) + "'", false;
-    }
-  }
-  if (auto v = cl.value("dpdk-mac")) {
-    const auto mac = drv::parse_mac(std::string(*v));
-    if (!mac || mac->is_multicast() || mac->is_zero()) {
-      return why = "--dpdk-mac wants a unicast aa:bb:cc:dd:ee:ff, got '" + std::string(*v) + "'",
-             false;
-    }
-    d.link.mac = *mac;
-  }
+  drv::DpdkFlags flags;
+  if (auto v = cl.value("dpdk-port")) flags.port = std::string(*v);
+  if (auto v = cl.value("dpdk-ip")) flags.ip = std::string(*v);
+  if (auto v = cl.value("dpdk-mac")) flags.mac = std::string(*v);
   if (auto v = cl.value("dpdk-mbufs")) {
     const auto n = app::parse_uint(*v, 2048, 1u << 24);
     if (!n) return why = "--dpdk-mbufs: must be 2048..16777216", false;
-    d.mbufs = static_cast<unsigned>(*n);
+    flags.mbufs = static_cast<unsigned>(*n);
   }
-  if (cl.has("dpdk-huge")) d.no_huge = false;
+  flags.huge = cl.has("dpdk-huge");
   if (auto v = cl.value("dpdk-eal")) {
-    d.eal_args.clear();
     std::string_view rest = *v;
     while (!rest.empty()) {
       const std::size_t start = rest.find_first_not_of(' ');
       if (start == std::string_view::npos) break;
       rest = rest.substr(start);
       const std::size_t end = rest.find(' ');
-      d.eal_args.emplace_back(rest.substr(0, end));
+      flags.eal.emplace_back(rest.substr(0, end));
       rest = end == std::string_view::npos ? std::string_view{} : rest.substr(end);
     }
   }
+  if (!drv::apply_dpdk_flags(flags, d, why)) return false;
   if (d.port.empty()) {
     return why =
                "--driver dpdk needs a port: [dpdk] port in the config file, --dpdk-config "

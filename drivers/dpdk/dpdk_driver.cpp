@@ -122,6 +122,41 @@ void publish_learned(std::uint32_t ip, const net::MacAddress& mac) {
 
 // ---- helpers ---------------------------------------------------------------------------------
 
+bool apply_dpdk_flags(const DpdkFlags& f, DpdkConfig& c, std::string& error) {
+  if (!f.port.empty()) c.port = f.port;
+  if (!f.eal.empty()) c.eal_args = f.eal;
+  if (f.mbufs != 0) c.mbufs = f.mbufs;
+  if (f.huge) c.no_huge = false;
+  if (!f.ip.empty() && !parse_ipv4_prefix(f.ip, c.link)) {
+    error = "--dpdk-ip wants A.B.C.D/NN, got '" + f.ip + "'";
+    return false;
+  }
+  if (!f.gateway.empty()) {
+    net::LinkConfig gw;
+    if (!parse_ipv4_prefix(f.gateway, gw) || gw.ipv4_prefix_len != 32) {
+      error = "--dpdk-gateway wants A.B.C.D, got '" + f.gateway + "'";
+      return false;
+    }
+    c.link.ipv4_gateway = gw.ipv4;
+  }
+  if (!f.gateway_mac.empty()) {
+    c.gateway_mac = parse_mac(f.gateway_mac);
+    if (!c.gateway_mac) {
+      error = "--dpdk-gateway-mac wants aa:bb:cc:dd:ee:ff, got '" + f.gateway_mac + "'";
+      return false;
+    }
+  }
+  if (!f.mac.empty()) {
+    const auto mac = parse_mac(f.mac);
+    if (!mac || mac->is_multicast() || mac->is_zero()) {
+      error = "--dpdk-mac wants a unicast aa:bb:cc:dd:ee:ff, got '" + f.mac + "'";
+      return false;
+    }
+    c.link.mac = *mac;
+  }
+  return true;
+}
+
 bool parse_ipv4_prefix(const std::string& text, net::LinkConfig& link) {
   unsigned a, b, c, d, p = 32;
   char tail = 0;

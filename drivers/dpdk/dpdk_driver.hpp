@@ -79,6 +79,21 @@ const char* steering_name(DpdkSteering s);
 // Parses "A.B.C.D/NN" into link.ipv4 and ipv4_prefix_len, "aa:bb:cc:dd:ee:ff" into a MAC.
 bool parse_ipv4_prefix(const std::string& text, net::LinkConfig& link);
 std::optional<net::MacAddress> parse_mac(const std::string& text);
+
+// The --dpdk-* command-line settings the apps share; empty strings and 0 leave `out` alone.
+struct DpdkFlags {
+  std::string port;              // --dpdk-port SPEC
+  std::string ip;                // --dpdk-ip A.B.C.D/NN
+  std::string gateway;           // --dpdk-gateway A.B.C.D
+  std::string gateway_mac;       // --dpdk-gateway-mac MAC
+  std::string mac;               // --dpdk-mac MAC (unicast)
+  std::vector<std::string> eal;  // --dpdk-eal "ARGS"
+  unsigned mbufs = 0;            // --dpdk-mbufs
+  bool huge = false;             // --dpdk-huge
+};
+// Lays the flags over `out` (usually read from a [dpdk] file first). False with
+// "--dpdk-FLAG wants ..., got '...'".
+bool apply_dpdk_flags(const DpdkFlags& flags, DpdkConfig& out, std::string& error);
 std::string format_mac(const net::MacAddress& mac);
 
 // Initialises the EAL (once per process) and the port with `queues` rx/tx queue pairs, one per

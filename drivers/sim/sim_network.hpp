@@ -80,7 +80,7 @@ class SimDriver final : public rt::Driver {
   // or drop shows in SimNetwork::stats(), as it would on a real wire.
   std::size_t tx_burst(std::span<const rt::TxFrame> frames) override;
   void wait(std::uint64_t) override {}  // virtual time: only the test moves the clock
-  void set_wake_fd(int) override {}      // never sleeps, so never needs waking
+  void set_wake_fd(int) override {}     // never sleeps, so never needs waking
 
   Endpoint local_endpoint() const override { return address_; }
   rt::DriverCaps caps() const override;

@@ -29,16 +29,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "udp_address.h"
+
 enum {
-  kBurst = 64,           /* datagrams per recvmmsg / sendmmsg */
-  kMaxSize = 8192,       /* largest --size */
-  kHeader = 16,          /* u64 send time, u32 flow, u32 sequence */
-  kMaxFlows = 60000,     /* one ephemeral port each */
+  kBurst = 64,       /* datagrams per recvmmsg / sendmmsg */
+  kMaxSize = 8192,   /* largest --size */
+  kHeader = 16,      /* u64 send time, u32 flow, u32 sequence */
+  kMaxFlows = 60000, /* one ephemeral port each */
   kMaxWindow = 4096,
   kEvents = 256,
 };
-static const uint64_t kLossNs = 200000000u;     /* unanswered this long: lost, replaced */
-static const uint64_t kScanNs = 10000000u;      /* how often the loss scan runs */
+static const uint64_t kLossNs = 200000000u; /* unanswered this long: lost, replaced */
+static const uint64_t kScanNs = 10000000u;  /* how often the loss scan runs */
 
 /* One datagram in flight: its sequence number and send time. */
 typedef struct {
@@ -89,34 +91,6 @@ static void usage(FILE* out) {
           kMaxFlows, kMaxWindow, kHeader, kMaxSize);
 }
 
-/* Parses "1.2.3.4:5" or "[::1]:5" into a sockaddr; returns its length or 0. */
-static socklen_t parse_address(const char* text, struct sockaddr_storage* out) {
-  char host[128];
-  const char* colon = strrchr(text, ':');
-  if (colon == NULL || (size_t)(colon - text) >= sizeof host) return 0;
-  char* end = NULL;
-  long port = strtol(colon + 1, &end, 10);
-  if (*end != '\0' || port <= 0 || port > 65535 || end == colon + 1) return 0;
-  memcpy(host, text, (size_t)(colon - text));
-  host[colon - text] = '\0';
-  memset(out, 0, sizeof *out);
-  if (host[0] == '[') {
-    size_t n = strlen(host);
-    if (n < 2 || host[n - 1] != ']') return 0;
-    host[n - 1] = '\0';
-    struct sockaddr_in6* s6 = (struct sockaddr_in6*)out;
-    s6->sin6_family = AF_INET6;
-    s6->sin6_port = htons((unsigned short)port);
-    if (inet_pton(AF_INET6, host + 1, &s6->sin6_addr) != 1) return 0;
-    return sizeof *s6;
-  }
-  struct sockaddr_in* s4 = (struct sockaddr_in*)out;
-  s4->sin_family = AF_INET;
-  s4->sin_port = htons((unsigned short)port);
-  if (inet_pton(AF_INET, host, &s4->sin_addr) != 1) return 0;
-  return sizeof *s4;
-}
-
 static int parse_long(const char* text, long min, long max, long* out) {
   char* end = NULL;
   errno = 0;
@@ -151,10 +125,10 @@ static uint32_t get_u32(const unsigned char* p) {
 /* ---- run state ---------------------------------------------------------------------------- */
 
 static Flow* g_flows;
-static Slot* g_slots; /* flows x cap */
+static Slot* g_slots;  /* flows x cap */
 static uint32_t g_cap; /* slots per flow, a power of two */
 static size_t g_size;
-static int g_measuring; /* sends now belong to the measured period */
+static int g_measuring;   /* sends now belong to the measured period */
 static int g_sending = 1; /* 0 after the period: only echoes of measured sends are awaited */
 static unsigned long long g_inflight; /* over all flows */
 static unsigned long long g_sent, g_received, g_lost, g_late, g_send_errors;
@@ -337,6 +311,8 @@ int main(int argc, char** argv) {
   }
   struct sockaddr_storage target;
   socklen_t target_len = target_text != NULL ? parse_address(target_text, &target) : 0;
+  /* Both families keep the port at the same offset. */
+  if (target_len != 0 && ((struct sockaddr_in*)&target)->sin_port == 0) target_len = 0;
   if (target_len == 0) {
     fprintf(stderr, "raw-udp-flood: need --target HOST:PORT\n");
     usage(stderr);
@@ -366,8 +342,8 @@ int main(int argc, char** argv) {
 
   /* Slots per flow: room for the window (or for 200 ms at the rate) several times over, so a
    * new sequence number lands on a slot still busy only when its datagram is long lost. */
-  uint64_t need = window_mode ? (uint64_t)window * 4
-                              : (uint64_t)((double)rate * (double)kLossNs / 1e9) * 2 + 4;
+  uint64_t need =
+      window_mode ? (uint64_t)window * 4 : (uint64_t)((double)rate * (double)kLossNs / 1e9) * 2 + 4;
   g_cap = 4;
   while (g_cap < need && g_cap < (1u << 20)) g_cap <<= 1;
   g_flows = calloc((size_t)flows, sizeof *g_flows);
@@ -501,11 +477,12 @@ int main(int argc, char** argv) {
   double p50 = percentile_us(50000), p90 = percentile_us(90000), p99 = percentile_us(99000),
          p999 = percentile_us(99900), max = g_rtt_n ? g_rtt[g_rtt_n - 1] / 1000.0 : 0.0;
   double rate_out = (double)g_received / duration;
-  printf("flood flows=%ld window=%ld rate=%ld size=%ld duration_s=%.3f sent=%llu received=%llu "
-         "lost=%llu late=%llu msgs_per_s=%.1f rtt_us p50=%.1f p90=%.1f p99=%.1f p99.9=%.1f "
-         "max=%.1f\n",
-         flows, window_mode ? window : 0, rate < 0 ? 0 : rate, size, duration, g_sent, g_received,
-         g_lost, g_late, rate_out, p50, p90, p99, p999, max);
+  printf(
+      "flood flows=%ld window=%ld rate=%ld size=%ld duration_s=%.3f sent=%llu received=%llu "
+      "lost=%llu late=%llu msgs_per_s=%.1f rtt_us p50=%.1f p90=%.1f p99=%.1f p99.9=%.1f "
+      "max=%.1f\n",
+      flows, window_mode ? window : 0, rate < 0 ? 0 : rate, size, duration, g_sent, g_received,
+      g_lost, g_late, rate_out, p50, p90, p99, p999, max);
   fflush(stdout);
   if (g_send_errors > 0) fprintf(stderr, "raw-udp-flood: %llu send errors\n", g_send_errors);
   if (json_path != NULL) {
