@@ -112,6 +112,16 @@ int run_server(const ServeConfig& config) {
     }
     std::fprintf(stderr, "tern-ping: datagrams_in per shard %s\n", per_shard.c_str());
   }
+  if (t.port.link >= 0) {
+    // The device's own view (DPDK ports), as the shard counters carry it.
+    std::fprintf(stderr,
+                 "tern-ping: port link=%s speed_mbps=%u rx_packets=%" PRIu64 " tx_packets=%" PRIu64
+                 " rx_missed=%" PRIu64 " rx_no_mbuf=%" PRIu64 " rx_errors=%" PRIu64
+                 " tx_errors=%" PRIu64 " tx_dropped=%" PRIu64 "\n",
+                 t.port.link == 1 ? "up" : "down", t.port.link_speed_mbps, t.port.rx_packets,
+                 t.port.tx_packets, t.port.rx_missed, t.port.rx_no_mbuf, t.port.rx_errors,
+                 t.port.tx_errors, t.tx_dropped);
+  }
   return kExitOk;
 }
 

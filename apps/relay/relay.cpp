@@ -520,6 +520,13 @@ std::string Relay::metrics_text() const {
   per_shard("tern_relay_protocol_drops_total", "counter",
             "Datagrams and commands the protocol core refused (malformed, unknown peer, caps).",
             [&](std::size_t i) { return group_.counters(i).drops; });
+  per_shard("tern_relay_tx_dropped_total", "counter",
+            "Datagrams the driver could not send (full transmit queue, unresolved next hop).",
+            [&](std::size_t i) { return group_.counters(i).tx_dropped; });
+  per_shard("tern_relay_tx_backlog", "gauge",
+            "Datagrams held for a full transmit queue (DPDK), sent before new ones.",
+            [&](std::size_t i) { return group_.counters(i).tx_backlog; });
+  port_metrics(o);
   family("tern_relay_drops_total", "counter",
          "Messages and connects the relay refused, by reason.");
   for (std::size_t d = 0; d < kRelayDropCount; ++d) {
@@ -548,6 +555,30 @@ std::string Relay::metrics_text() const {
     o << "tern_relay_loop_seconds_count{shard=\"" << i << "\"} " << cumulative << '\n';
   }
   return o.str();
+}
+
+// The device's own counters (DPDK ports); the shard on the port's first queue reports them.
+// Kernel sockets have no port of their own, so nothing is written for them.
+void Relay::port_metrics(std::ostream& o) const {
+  const rt::PortStats p = group_.total().port;
+  if (p.link < 0) return;
+  auto metric = [&](const char* name, const char* type, const char* help, auto value) {
+    o << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n'
+      << name << ' ' << value << '\n';
+  };
+  metric("tern_relay_port_link_up", "gauge", "1 when the port's link is up.", p.link);
+  metric("tern_relay_port_link_speed_mbps", "gauge", "The link speed the port reports.",
+         p.link_speed_mbps);
+  metric("tern_relay_port_rx_packets_total", "counter", "Frames the port received.", p.rx_packets);
+  metric("tern_relay_port_tx_packets_total", "counter", "Frames the port sent.", p.tx_packets);
+  metric("tern_relay_port_rx_missed_total", "counter",
+         "Frames the port turned away because the receive ring was full.", p.rx_missed);
+  metric("tern_relay_port_rx_no_mbuf_total", "counter", "Frames lost for want of a receive buffer.",
+         p.rx_no_mbuf);
+  metric("tern_relay_port_rx_errors_total", "counter", "Receive errors the port counted.",
+         p.rx_errors);
+  metric("tern_relay_port_tx_errors_total", "counter", "Transmit errors the port counted.",
+         p.tx_errors);
 }
 
 void Relay::filter_metrics(std::ostream& o) const {

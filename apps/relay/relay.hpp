@@ -97,6 +97,7 @@ class Relay {
   std::size_t filter_batch(rt::Shard& s, std::span<rt::RxFrame> frames);
   void share_new_bans(rt::Shard& s);
   void filter_metrics(std::ostream& o) const;
+  void port_metrics(std::ostream& o) const;
 
   RelayConfig config_;
   rt::ShardGroup group_;

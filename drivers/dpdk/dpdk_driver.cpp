@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <span>
 #include <utility>
 
 namespace tern::drv {
@@ -49,6 +50,20 @@ struct SteeredFrame {
 };
 constexpr std::size_t kSteerRingCapacity = 2048;
 using SteerRing = rt::SpscRing<SteeredFrame, kSteerRingCapacity>;
+// Software steering's way out for shards 1..N-1: built frames for queue 0's shard to send, so
+// the one tx queue keeps a single writer and needs no lock.
+using HandoffRing = rt::SpscRing<rte_mbuf*, kSteerRingCapacity>;
+
+// Frames a full transmit queue refused are held and sent first next time rather than dropped:
+// a relay whose receivers drain slowly then slows down instead of dropping copies that reliable
+// delivery would only retransmit. While more than one burst is held the shard stops taking new
+// frames from the port (the port's rx ring fills and its imissed counts what it turns away);
+// frames held for kBacklogGiveUpUs without any progress are dropped, so a peer that stopped
+// draining cannot stall the shard.
+constexpr std::size_t kBacklogCapacity = 1024;
+constexpr std::uint64_t kBacklogGiveUpUs = 20'000;
+// How often queue 0's driver reads the port's counters and link.
+constexpr std::uint64_t kPortStatsIntervalUs = 100'000;
 
 // The remote endpoint's shard (the local endpoint is the same for every frame).
 std::size_t steer_target(const Endpoint& from, std::size_t shards) {
@@ -77,9 +92,9 @@ struct Global {
   std::vector<bool> queue_open;
   DpdkSteering steering = DpdkSteering::single;
   // Software steering: frames queue 0's shard received for shard i (ring i; ring 0 unused),
-  // and one shared tx queue.
+  // and frames shard i built for queue 0's shard to send (handoff i; handoff 0 unused).
   std::vector<std::unique_ptr<SteerRing>> steer_rings;
-  std::mutex tx_mu;
+  std::vector<std::unique_ptr<HandoffRing>> handoff_rings;
   DpdkStats closed;  // under mu
   // Mappings any queue learned from ARP (RSS sends ARP to one queue only): the others import
   // them when `arp_generation` moves.
@@ -397,8 +412,12 @@ bool init_port(Global& g, const DpdkConfig& c, unsigned queues, std::string& err
   g.queues = queues;
   g.steering = steering;
   g.steer_rings.clear();
+  g.handoff_rings.clear();
   if (steering == DpdkSteering::software) {
-    for (unsigned q = 0; q < queues; ++q) g.steer_rings.push_back(std::make_unique<SteerRing>());
+    for (unsigned q = 0; q < queues; ++q) {
+      g.steer_rings.push_back(std::make_unique<SteerRing>());
+      g.handoff_rings.push_back(std::make_unique<HandoffRing>());
+    }
   }
   g.pool = pool;
   g.link = link;
@@ -491,6 +510,11 @@ void dpdk_shutdown() {
     while (ring->try_pop(f)) rte_pktmbuf_free(f.m);
   }
   g.steer_rings.clear();
+  for (auto& ring : g.handoff_rings) {
+    rte_mbuf* m = nullptr;
+    while (ring->try_pop(m)) rte_pktmbuf_free(m);
+  }
+  g.handoff_rings.clear();
   if (g.ready) {
     rte_eth_dev_stop(g.port);
     rte_eth_dev_close(g.port);
@@ -556,6 +580,9 @@ std::string format_dpdk_stats(const DpdkStats& s) {
   add("tx_too_big", s.tx_too_big);
   add("tx_no_mbuf", s.tx_no_mbuf);
   add("tx_full", s.tx_full);
+  add("tx_backlogged", s.tx_backlogged);
+  add("tx_backlog_dropped", s.tx_backlog_dropped);
+  add("rx_paused", s.rx_paused);
   add("steered_out", s.steered_out);
   add("steered_in", s.steered_in);
   add("steer_dropped", s.steer_dropped);
@@ -586,20 +613,109 @@ struct DpdkDriver::Impl {
     for (const auto& [ip, mac] : g.config.static_arp) resolver.set_static(ip, mac);
     pending.reserve(arp_queue_limit);
     if (g.steering == DpdkSteering::software) {
-      tx_mu = &global().tx_mu;
       if (q == 0) {
         for (const auto& r : g.steer_rings) outbound.push_back(r.get());
+        for (std::size_t i = 1; i < g.handoff_rings.size(); ++i)
+          handoff_in.push_back(g.handoff_rings[i].get());
       } else {
         inbound = g.steer_rings[q].get();
+        handoff_out = g.handoff_rings[q].get();
       }
     }
   }
 
-  // The port's tx queue for this shard (the shared queue 0 under software steering).
-  std::uint16_t tx(rte_mbuf** m, std::uint16_t n) {
-    if (tx_mu == nullptr) return rte_eth_tx_burst(port, queue, m, n);
-    std::lock_guard lock(*tx_mu);
-    return rte_eth_tx_burst(port, 0, m, n);
+  // This shard's way out: its own tx queue, or under software steering (shards 1..N-1) the
+  // hand-off ring to queue 0's shard. Returns how many leading frames were taken.
+  std::uint16_t tx_raw(rte_mbuf** m, std::uint16_t n) {
+    if (handoff_out != nullptr)
+      return static_cast<std::uint16_t>(handoff_out->push_batch(std::span<rte_mbuf* const>(m, n)));
+    return rte_eth_tx_burst(port, queue, m, n);
+  }
+
+  // Sends what the backlog holds, oldest first; true when it is empty afterwards.
+  bool drain_backlog(std::uint64_t now) {
+    if (backlog_n == 0) return true;
+    std::size_t done = 0;
+    while (done < backlog_n) {
+      const auto want = static_cast<std::uint16_t>(std::min(backlog_n - done, kBurst));
+      const std::uint16_t sent = tx_raw(backlog.data() + done, want);
+      done += sent;
+      if (sent < want) break;
+    }
+    if (done != 0) {
+      std::memmove(backlog.data(), backlog.data() + done, (backlog_n - done) * sizeof(rte_mbuf*));
+      backlog_n -= done;
+      backlog_progress_us = now;
+    } else if (now - backlog_progress_us > kBacklogGiveUpUs) {
+      rte_pktmbuf_free_bulk(backlog.data(), static_cast<unsigned>(backlog_n));
+      st.tx_full += backlog_n;
+      stats->tx_dropped += backlog_n;
+      st.tx_backlog_dropped += backlog_n;
+      backlog_n = 0;
+    }
+    stats->tx_backlog = backlog_n;
+    return backlog_n == 0;
+  }
+
+  // Sends n frames behind anything already held; what the queue refuses is held while there is
+  // room, and dropped (counted) beyond that. Returns how many were sent or held.
+  std::size_t tx(rte_mbuf** m, std::size_t n, std::uint64_t now) {
+    std::size_t sent = 0;
+    if (drain_backlog(now)) {
+      while (sent < n) {
+        const auto want = static_cast<std::uint16_t>(std::min(n - sent, kBurst));
+        const std::uint16_t k = tx_raw(m + sent, want);
+        sent += k;
+        if (k < want) break;
+      }
+      if (sent < n) backlog_progress_us = now;
+    }
+    const std::size_t hold = std::min(n - sent, kBacklogCapacity - backlog_n);
+    if (hold != 0) {
+      std::memcpy(backlog.data() + backlog_n, m + sent, hold * sizeof(rte_mbuf*));
+      backlog_n += hold;
+      st.tx_backlogged += hold;
+    }
+    const std::size_t refused = n - sent - hold;
+    if (refused != 0) {
+      rte_pktmbuf_free_bulk(m + sent + hold, static_cast<unsigned>(refused));
+      st.tx_full += refused;
+      stats->tx_dropped += refused;
+    }
+    stats->tx_backlog = backlog_n;
+    return sent + hold;
+  }
+
+  // Queue 0 under software steering: sends what the other shards handed over. Behind a
+  // backlog they wait in their rings (whose producers then see them full).
+  void drain_handoff(std::uint64_t now) {
+    if (handoff_in.empty() || !drain_backlog(now)) return;
+    std::array<rte_mbuf*, kBurst> bufs{};
+    for (HandoffRing* ring : handoff_in) {
+      const std::size_t n = ring->pop_batch(std::span<rte_mbuf*>(bufs));
+      if (n != 0) tx(bufs.data(), n, now);
+    }
+  }
+
+  // Queue 0: the port's counters and link, read now and then (not per packet).
+  void refresh_port(std::uint64_t now) {
+    if (queue != 0 || now < next_port_us) return;
+    next_port_us = now + kPortStatsIntervalUs;
+    rte_eth_stats e{};
+    if (rte_eth_stats_get(port, &e) == 0) {
+      rt::PortStats& p = stats->port;
+      p.rx_packets = e.ipackets;
+      p.tx_packets = e.opackets;
+      p.rx_missed = e.imissed;
+      p.rx_no_mbuf = e.rx_nombuf;
+      p.rx_errors = e.ierrors;
+      p.tx_errors = e.oerrors;
+    }
+    rte_eth_link l{};
+    if (rte_eth_link_get_nowait(port, &l) == 0) {
+      stats->port.link = l.link_status == RTE_ETH_LINK_UP ? 1 : 0;
+      stats->port.link_speed_mbps = l.link_speed == RTE_ETH_SPEED_NUM_UNKNOWN ? 0 : l.link_speed;
+    }
   }
 
   struct Pending {
@@ -623,10 +739,16 @@ struct DpdkDriver::Impl {
   std::size_t data_room;
   bool registered = false;
   std::uint64_t next_service_us = 0;
-  // Software steering: queue 0 pushes to outbound[i], queue i pops `inbound`.
-  std::mutex* tx_mu = nullptr;
+  std::uint64_t next_port_us = 0;
+  // Software steering: queue 0 pushes to outbound[i] and pops handoff_in; queue i pops
+  // `inbound` and pushes to handoff_out.
   SteerRing* inbound = nullptr;
   std::vector<SteerRing*> outbound;
+  HandoffRing* handoff_out = nullptr;
+  std::vector<HandoffRing*> handoff_in;
+  std::array<rte_mbuf*, kBacklogCapacity> backlog{};
+  std::size_t backlog_n = 0;
+  std::uint64_t backlog_progress_us = 0;
   std::array<SteeredFrame, kBurst> steered{};
 
   std::array<rte_mbuf*, kBurst> rx_bufs{};
@@ -648,12 +770,11 @@ struct DpdkDriver::Impl {
     }
     const std::size_t size = net::arp_frame_size(link);
     char* p = rte_pktmbuf_append(m, static_cast<std::uint16_t>(size));
-    if (p == nullptr || build(std::span<std::byte>(reinterpret_cast<std::byte*>(p), size)) == 0 ||
-        tx(&m, 1) != 1) {
+    if (p == nullptr || build(std::span<std::byte>(reinterpret_cast<std::byte*>(p), size)) == 0) {
       rte_pktmbuf_free(m);
       return false;
     }
-    return true;
+    return tx(&m, 1, steady_us()) == 1;
   }
 
   void send_arp_request(std::uint32_t ip) {
@@ -701,19 +822,14 @@ struct DpdkDriver::Impl {
 
   // Sends the held frames whose next hop is now known; drops those whose resolution failed.
   void flush_pending(std::uint64_t now) {
-    (void)now;
     std::size_t keep = 0;
     for (Pending& p : pending) {
       const net::ArpTable::Entry* e = resolver.table().find(p.ip);
       if (e != nullptr && e->state == net::ArpTable::State::resolved) {
         std::memcpy(rte_pktmbuf_mtod(p.m, std::uint8_t*), e->mac.bytes.data(), 6);
-        if (tx(&p.m, 1) == 1) {
+        if (tx(&p.m, 1, now) == 1) {
           ++stats->tx_datagrams;
           stats->tx_bytes += p.payload;
-        } else {
-          ++st.tx_full;
-          ++stats->tx_dropped;
-          rte_pktmbuf_free(p.m);
         }
       } else if (e == nullptr || e->state != net::ArpTable::State::pending) {
         ++st.arp_failed;
@@ -728,6 +844,7 @@ struct DpdkDriver::Impl {
 
   // ARP housekeeping, at most once a millisecond (and whenever something was learned).
   void service(std::uint64_t now) {
+    refresh_port(now);
     if (now < next_service_us) return;
     next_service_us = now + 1000;
     import_learned(now);
@@ -749,6 +866,14 @@ DpdkDriver::DpdkDriver(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
 DpdkDriver::~DpdkDriver() {
   Impl& d = *impl_;
   if (d.held_n != 0) rte_pktmbuf_free_bulk(d.held.data(), static_cast<unsigned>(d.held_n));
+  // A last try for what the queue refused, then what is still held is counted as dropped.
+  d.drain_backlog(steady_us());
+  if (d.backlog_n != 0) {
+    rte_pktmbuf_free_bulk(d.backlog.data(), static_cast<unsigned>(d.backlog_n));
+    d.st.tx_full += d.backlog_n;
+    d.st.tx_backlog_dropped += d.backlog_n;
+    d.backlog_n = 0;
+  }
   for (auto& p : d.pending) rte_pktmbuf_free(p.m);
   d.pending.clear();
   Global& g = global();
@@ -773,6 +898,9 @@ DpdkDriver::~DpdkDriver() {
     c.tx_too_big += s.tx_too_big;
     c.tx_no_mbuf += s.tx_no_mbuf;
     c.tx_full += s.tx_full;
+    c.tx_backlogged += s.tx_backlogged;
+    c.tx_backlog_dropped += s.tx_backlog_dropped;
+    c.rx_paused += s.rx_paused;
     c.steered_out += s.steered_out;
     c.steered_in += s.steered_in;
     c.steer_dropped += s.steer_dropped;
@@ -790,6 +918,11 @@ rt::DriverCaps DpdkDriver::caps() const {
   return c;
 }
 
+void DpdkDriver::refresh_stats() {
+  impl_->next_port_us = 0;
+  impl_->refresh_port(steady_us());
+}
+
 DpdkStats DpdkDriver::dpdk_stats() const {
   DpdkStats s = impl_->st;
   s.port = dpdk_port_stats();
@@ -804,6 +937,13 @@ std::size_t DpdkDriver::rx_burst(std::span<rt::RxFrame> out) {
   }
   const std::uint64_t now = steady_us();
   d.service(now);
+  d.drain_handoff(now);
+  d.drain_backlog(now);
+  // Back-pressure: with more than a burst still waiting to go out, take nothing new.
+  if (d.backlog_n > kBurst) {
+    ++d.st.rx_paused;
+    return 0;
+  }
   const auto want = static_cast<std::uint16_t>(std::min(out.size(), kBurst));
   if (want == 0) return 0;
   if (d.inbound != nullptr) {
@@ -904,6 +1044,8 @@ std::size_t DpdkDriver::tx_burst(std::span<const rt::TxFrame> frames) {
   const std::size_t hdr = net::headers_size(net::Family::ipv4, d.link);
   const Endpoint src = Endpoint::v4(d.link.ipv4, d.local_port);
   std::size_t handed = 0;
+  std::array<std::uint32_t, kBurst> tx_lengths{};
+  d.drain_handoff(now);
   while (!frames.empty()) {
     const std::size_t chunk = std::min(frames.size(), kBurst);
     std::size_t k = 0;
@@ -963,12 +1105,15 @@ std::size_t DpdkDriver::tx_burst(std::span<const rt::TxFrame> frames) {
       d.tx_bufs[k++] = m;
       k_bytes += f.bytes.size();
     }
-    const std::uint16_t sent = k == 0 ? 0 : d.tx(d.tx_bufs.data(), static_cast<std::uint16_t>(k));
-    if (sent < k) {
-      for (std::size_t i = sent; i < k; ++i) k_bytes -= rte_pktmbuf_pkt_len(d.tx_bufs[i]) - hdr;
-      rte_pktmbuf_free_bulk(d.tx_bufs.data() + sent, static_cast<unsigned>(k - sent));
-      d.st.tx_full += k - sent;
-      stats_.tx_dropped += k - sent;
+    // Taken means sent or held for later; the refused rest is freed and counted by tx().
+    std::size_t sent = 0;
+    if (k != 0) {
+      for (std::size_t i = 0; i < k; ++i) {
+        // Lengths first: tx() may free what it refuses.
+        tx_lengths[i] = rte_pktmbuf_pkt_len(d.tx_bufs[i]) - static_cast<std::uint32_t>(hdr);
+      }
+      sent = d.tx(d.tx_bufs.data(), k, now);
+      for (std::size_t i = sent; i < k; ++i) k_bytes -= tx_lengths[i];
     }
     stats_.tx_datagrams += sent;
     stats_.tx_bytes += k_bytes;

@@ -140,17 +140,20 @@ struct DpdkStats {
   std::uint64_t rx_bad_offload_checksum = 0;  // the NIC flagged a bad IP or L4 checksum
   std::uint64_t arp_requests_sent = 0;
   std::uint64_t arp_replies_sent = 0;
-  std::uint64_t arp_pending = 0;    // frames dropped: next hop unresolved and the queue full
-  std::uint64_t arp_queued = 0;     // frames held until their next hop was resolved
-  std::uint64_t arp_failed = 0;     // frames dropped: resolution failed
-  std::uint64_t tx_no_ipv6 = 0;     // IPv6 destinations (no neighbour discovery yet)
-  std::uint64_t tx_too_big = 0;     // frame larger than an mbuf's data room
-  std::uint64_t tx_no_mbuf = 0;     // mbuf allocation failed
-  std::uint64_t tx_full = 0;        // refused by rte_eth_tx_burst
-  std::uint64_t steered_out = 0;    // software steering: frames passed to other shards
-  std::uint64_t steered_in = 0;     // frames taken from this shard's steering ring
-  std::uint64_t steer_dropped = 0;  // the target shard's ring was full
-  DpdkPortStats port;               // the whole port, every queue
+  std::uint64_t arp_pending = 0;         // frames dropped: next hop unresolved and the queue full
+  std::uint64_t arp_queued = 0;          // frames held until their next hop was resolved
+  std::uint64_t arp_failed = 0;          // frames dropped: resolution failed
+  std::uint64_t tx_no_ipv6 = 0;          // IPv6 destinations (no neighbour discovery yet)
+  std::uint64_t tx_too_big = 0;          // frame larger than an mbuf's data room
+  std::uint64_t tx_no_mbuf = 0;          // mbuf allocation failed
+  std::uint64_t tx_full = 0;             // dropped: the tx queue was full and the backlog too
+  std::uint64_t tx_backlogged = 0;       // frames held for a full tx queue and sent later
+  std::uint64_t tx_backlog_dropped = 0;  // of tx_full: held, but the queue made no progress
+  std::uint64_t rx_paused = 0;           // rx bursts skipped to let a tx backlog drain
+  std::uint64_t steered_out = 0;         // software steering: frames passed to other shards
+  std::uint64_t steered_in = 0;          // frames taken from this shard's steering ring
+  std::uint64_t steer_dropped = 0;       // the target shard's ring was full
+  DpdkPortStats port;                    // the whole port, every queue
 };
 
 // The sum of the stats of every driver closed so far (each adds its own when it closes), with
@@ -173,6 +176,7 @@ class DpdkDriver final : public rt::Driver {
   Endpoint local_endpoint() const override { return local_; }
   rt::DriverCaps caps() const override;
   rt::DriverStats stats() const override { return stats_; }
+  void refresh_stats() override;
   std::string name() const override { return "dpdk"; }
 
   DpdkStats dpdk_stats() const;

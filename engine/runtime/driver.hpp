@@ -31,6 +31,20 @@ struct DriverCaps {
   std::size_t max_datagram = 65507;
 };
 
+// The device under a kernel-bypass driver. Only the driver of the port's first queue reports
+// it (the others leave it as is), so sums over shards are port totals. Kernel sockets have no
+// port of their own and leave it alone.
+struct PortStats {
+  std::int32_t link = -1;  // -1 not known, 0 down, 1 up
+  std::uint32_t link_speed_mbps = 0;
+  std::uint64_t rx_packets = 0;
+  std::uint64_t tx_packets = 0;
+  std::uint64_t rx_missed = 0;   // the device had no room to receive (our rx ring was full)
+  std::uint64_t rx_no_mbuf = 0;  // no buffer to receive into
+  std::uint64_t rx_errors = 0;
+  std::uint64_t tx_errors = 0;
+};
+
 struct DriverStats {
   std::uint64_t rx_datagrams = 0;
   std::uint64_t rx_bytes = 0;
@@ -40,6 +54,9 @@ struct DriverStats {
   std::uint64_t tx_dropped = 0;    // refused by the backend (full queue, unreachable)
   std::uint64_t rx_errors = 0;
   std::uint64_t tx_errors = 0;
+  // Frames accepted by tx_burst but held for a full transmit queue (a gauge).
+  std::uint64_t tx_backlog = 0;
+  PortStats port;
 };
 
 class Driver {
@@ -63,6 +80,9 @@ class Driver {
   virtual Endpoint local_endpoint() const = 0;
   virtual DriverCaps caps() const = 0;
   virtual DriverStats stats() const = 0;
+  // Brings counters the driver reads only now and then (a port's) up to date; the shard calls
+  // it once more before its last report.
+  virtual void refresh_stats() {}
   virtual std::string name() const = 0;
 };
 

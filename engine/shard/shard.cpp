@@ -92,6 +92,15 @@ struct Shard::LiveCounters {
   std::atomic<std::uint64_t> cross_dropped{0};
   std::array<std::atomic<std::uint64_t>, kLoopTimeBuckets> loop_time{};
   std::atomic<std::uint64_t> loop_time_us{0};
+  std::atomic<std::uint64_t> tx_backlog{0};
+  std::atomic<std::int32_t> link{-1};
+  std::atomic<std::uint32_t> link_speed_mbps{0};
+  std::atomic<std::uint64_t> port_rx_packets{0};
+  std::atomic<std::uint64_t> port_tx_packets{0};
+  std::atomic<std::uint64_t> port_rx_missed{0};
+  std::atomic<std::uint64_t> port_rx_no_mbuf{0};
+  std::atomic<std::uint64_t> port_rx_errors{0};
+  std::atomic<std::uint64_t> port_tx_errors{0};
 };
 
 bool dpdk_driver_built() { return TERN_SHARD_HAVE_DPDK != 0; }
@@ -208,6 +217,7 @@ void Shard::run_with(D& driver) {
   // out; after this the socket closes.
   now_ = steady_now_us();
   transmit(driver);
+  driver.refresh_stats();
   publish_counters(driver);
 }
 
@@ -420,7 +430,17 @@ void Shard::publish_counters(const D& driver) {
   l.posted_run.store(posted_run_, r);
   l.drops.store(c.drops.total(), r);
   l.peer_timer_runs.store(c.peer_timer_runs, r);
-  l.tx_dropped.store(driver.stats().tx_dropped, r);
+  const DriverStats d = driver.stats();
+  l.tx_dropped.store(d.tx_dropped, r);
+  l.tx_backlog.store(d.tx_backlog, r);
+  l.link.store(d.port.link, r);
+  l.link_speed_mbps.store(d.port.link_speed_mbps, r);
+  l.port_rx_packets.store(d.port.rx_packets, r);
+  l.port_tx_packets.store(d.port.tx_packets, r);
+  l.port_rx_missed.store(d.port.rx_missed, r);
+  l.port_rx_no_mbuf.store(d.port.rx_no_mbuf, r);
+  l.port_rx_errors.store(d.port.rx_errors, r);
+  l.port_tx_errors.store(d.port.tx_errors, r);
   l.cross_sent.store(cross_sent_, r);
   l.cross_received.store(cross_received_, r);
   l.cross_dropped.store(cross_dropped_, r);
@@ -471,6 +491,15 @@ ShardCounters Shard::counters() const {
   s.drops = l.drops.load(r);
   s.peer_timer_runs = l.peer_timer_runs.load(r);
   s.tx_dropped = l.tx_dropped.load(r);
+  s.tx_backlog = l.tx_backlog.load(r);
+  s.port.link = l.link.load(r);
+  s.port.link_speed_mbps = l.link_speed_mbps.load(r);
+  s.port.rx_packets = l.port_rx_packets.load(r);
+  s.port.tx_packets = l.port_tx_packets.load(r);
+  s.port.rx_missed = l.port_rx_missed.load(r);
+  s.port.rx_no_mbuf = l.port_rx_no_mbuf.load(r);
+  s.port.rx_errors = l.port_rx_errors.load(r);
+  s.port.tx_errors = l.port_tx_errors.load(r);
   s.cross_sent = l.cross_sent.load(r);
   s.cross_received = l.cross_received.load(r);
   s.cross_dropped = l.cross_dropped.load(r);
@@ -608,6 +637,15 @@ ShardCounters ShardGroup::total() const {
     t.drops += c.drops;
     t.peer_timer_runs += c.peer_timer_runs;
     t.tx_dropped += c.tx_dropped;
+    t.tx_backlog += c.tx_backlog;
+    if (c.port.link == 0 || (c.port.link == 1 && t.port.link != 0)) t.port.link = c.port.link;
+    t.port.link_speed_mbps = std::max(t.port.link_speed_mbps, c.port.link_speed_mbps);
+    t.port.rx_packets += c.port.rx_packets;
+    t.port.tx_packets += c.port.tx_packets;
+    t.port.rx_missed += c.port.rx_missed;
+    t.port.rx_no_mbuf += c.port.rx_no_mbuf;
+    t.port.rx_errors += c.port.rx_errors;
+    t.port.tx_errors += c.port.tx_errors;
     t.cross_sent += c.cross_sent;
     t.cross_received += c.cross_received;
     t.cross_dropped += c.cross_dropped;

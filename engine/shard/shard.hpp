@@ -100,12 +100,16 @@ struct ShardCounters {
   std::uint64_t drops = 0;            // the core's drop total, every reason
   std::uint64_t peer_timer_runs = 0;  // peers whose timer fired: the work idle peers cost
   std::uint64_t tx_dropped = 0;       // refused by the driver
+  std::uint64_t tx_backlog = 0;       // held by the driver for a full transmit queue (gauge)
   std::uint64_t cross_sent = 0;       // messages this shard put on other shards' rings
   std::uint64_t cross_received = 0;   // messages taken off this shard's inbound rings
   std::uint64_t cross_dropped = 0;    // refused because the target's ring was full
   std::uint64_t wakeups_sent = 0;     // eventfd writes to wake a sleeping shard
   std::array<std::uint64_t, kLoopTimeBuckets> loop_time{};  // see kLoopTimeBuckets
   std::uint64_t loop_time_us = 0;                           // sum over all iterations
+  // The driver's device (DPDK ports): reported by the shard on the port's first queue.
+  // total() sums the counts; its link is down if any shard's is, else up if any is.
+  PortStats port;
 };
 
 // One message between shards. What tag, peer, data and channel mean is the application's

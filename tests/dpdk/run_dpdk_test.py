@@ -195,8 +195,21 @@ def test_af_packet(args):
                 f" disconnected_at_exit={s.get('disconnected_at_exit')}")
         sys.stderr.write(read(err))
         if args.shards > 1:
+            # Every shard served some clients: under software steering the others' replies
+            # left through queue 0's hand-off rings.
             m = re.search(r"datagrams_in per shard ([0-9,]+)", read(err))
-            f.check(m is not None, f"per-shard datagrams: {m.group(1) if m else None}")
+            per = [int(x) for x in m.group(1).split(",")] if m else []
+            f.check(len(per) == args.shards and min(per) > 0,
+                    f"per-shard datagrams: {m.group(1) if m else None}")
+        # The port's counters and link reach the shard counters.
+        pm = re.search(r"tern-ping: port (.*)", read(err))
+        port = dict(re.findall(r"(\w+)=(\S+)", pm.group(1))) if pm else {}
+        f.check(port.get("link") == "up" and
+                int(port.get("rx_packets", "0")) >= int(s.get("datagrams_in", "1")) and
+                int(port.get("tx_packets", "0")) >= int(s.get("datagrams_out", "1")),
+                f"port stats in the shard counters: link={port.get('link')} "
+                f"rx_packets={port.get('rx_packets')} (datagrams_in {s.get('datagrams_in')}) "
+                f"tx_packets={port.get('tx_packets')} (datagrams_out {s.get('datagrams_out')})")
     finally:
         if server is not None:
             stop(server)

@@ -18,10 +18,12 @@ Sets up and tears down everything it uses (socket and config files in /tmp). Exi
 
 import argparse
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 
 STOP_TIMEOUT_S = 15
 STEP_TIMEOUT_S = 60
@@ -61,6 +63,13 @@ class Failures:
             self.items.append(what)
 
 
+def scrape(metrics_port):
+    """The relay's /metrics as {name or name{shard="0"}: value}."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as m:
+        text = m.read().decode()
+    return dict(re.findall(r'^(tern_relay_[a-z_]+(?:\{shard="0"\})?) (\S+)$', text, re.M))
+
+
 def run(args):
     tag = f"{os.getpid() % 100000}"
     sock = f"/tmp/tern-relay-memif-{tag}.sock"
@@ -86,7 +95,7 @@ def run(args):
 
         with open(conf, "w") as c:
             c.write(f'[relay]\nlisten = "0.0.0.0:{port}"\ndriver = "dpdk"\nshards = 1\n'
-                    f'[metrics]\nlisten = ""\n[shutdown]\ndrain_timeout_ms = 5000\n'
+                    f'[metrics]\nlisten = "127.0.0.1:{port + 1000}"\n[shutdown]\ndrain_timeout_ms = 5000\n'
                     f'[dpdk]\nport = "net_memif0,role=server,socket={sock}"\n'
                     f'ip = "{relay_ip}/24"\nhugepages = false\nmemory_mb = 512\nmbufs = 4096\n')
         out = open(logs[0], "w+")
@@ -112,7 +121,19 @@ def run(args):
                "--clients", "64", "--room-size", "8", "--delivery", "reliable", "--rate", "50",
                "--duration", "2", "--warmup", "0.5", "--quiet"]
         print("loadgen:", " ".join(cmd), flush=True)
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=STEP_TIMEOUT_S)
+        loadgen = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # Midway through the run the port's own counters and link (read every 100 ms) reach
+        # /metrics through the shard counters.
+        time.sleep(1.5)
+        during = scrape(port + 1000)
+        stdout, stderr = loadgen.communicate(timeout=STEP_TIMEOUT_S)
+        r = subprocess.CompletedProcess(cmd, loadgen.returncode, stdout, stderr)
+        port_rx = int(during.get("tern_relay_port_rx_packets_total", "0"))
+        port_tx = int(during.get("tern_relay_port_tx_packets_total", "0"))
+        f.check(during.get("tern_relay_port_link_up") == "1" and port_rx > 1000 and
+                port_tx > 1000,
+                f"/metrics during the run: link_up={during.get('tern_relay_port_link_up')} "
+                f"port_rx_packets={port_rx} port_tx_packets={port_tx}")
         sys.stdout.write(r.stdout)
         sys.stderr.write(r.stderr)
         v = fields(r.stdout, "loadgen")
@@ -130,6 +151,14 @@ def run(args):
         # 64 senders x 50 Hz x 2 s = 6400 messages, 7 copies each (give or take pacing edges).
         f.check(abs(int(v.get("sent", "0")) - 6400) <= 64,
                 f"sent ~6400 messages: {v.get('sent')}")
+
+        # With the loadgen gone the memif peer has disconnected: the link is reported down.
+        time.sleep(0.3)
+        after = scrape(port + 1000)
+        tx_dropped = after.get('tern_relay_tx_dropped_total{shard="0"}')
+        f.check(after.get("tern_relay_port_link_up") == "0" and tx_dropped == "0",
+                f"/metrics after the loadgen left: link_up={after.get('tern_relay_port_link_up')}"
+                f" tx_dropped={tx_dropped}")
 
         stopped, rc = stop(relay)
         relay = None

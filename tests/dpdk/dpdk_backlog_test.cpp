@@ -1,0 +1,148 @@
+// The DPDK driver's transmit backlog, on a net_ring port whose tx ring is its own rx ring (so
+// nothing drains the tx queue unless the test receives). No NIC, no root: --no-huge.
+//
+//   - A burst larger than the ring: the excess is held (tx_backlog), not dropped, and reaches
+//     the wire in order once the test receives and the ring has room again.
+//   - A backlog larger than one burst pauses receiving (back-pressure); when the queue makes
+//     no progress for the give-up time, the held frames are dropped and counted, and receiving
+//     resumes.
+#include "dpdk_driver.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace tern {
+namespace {
+
+constexpr std::uint32_t kIp = (10u << 24) | (216u << 16) | 1u;  // 10.216.0.1
+constexpr std::uint16_t kPort = 7001;
+
+class DpdkBacklog : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    drv::DpdkConfig c;
+    c.port = "net_ring0";
+    c.link.ipv4 = kIp;
+    c.link.ipv4_prefix_len = 24;
+    c.link.mac = {{0x02, 0x00, 0x00, 0x00, 0x00, 0x02}};
+    c.static_arp = {{kIp, c.link.mac}};
+    c.drop_own_frames = false;
+    c.mbufs = 8191;
+    c.eal_args = {"--log-level=lib.eal:error"};
+    std::string error;
+    ASSERT_TRUE(drv::dpdk_init(c, 1, error)) << error;
+  }
+  static void TearDownTestSuite() { drv::dpdk_shutdown(); }
+
+  void SetUp() override {
+    std::string error;
+    driver_ = drv::open_dpdk_driver(0, kPort, error);
+    ASSERT_NE(driver_, nullptr) << error;
+  }
+  void TearDown() override {
+    // Empty the ring for the next test.
+    std::vector<rt::RxFrame> rx(32);
+    for (int i = 0; i < 1000 && driver_->rx_burst(rx) != 0; ++i) {
+    }
+    driver_.reset();
+  }
+
+  // Sends `n` datagrams numbered from `first` (4-byte little-endian payload), one at a time in
+  // bursts of 32 frames; returns how many tx_burst took.
+  std::size_t send(std::uint32_t first, std::size_t n) {
+    std::vector<std::array<std::byte, 4>> bodies(n);
+    std::vector<rt::TxFrame> frames(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint32_t v = first + static_cast<std::uint32_t>(i);
+      std::memcpy(bodies[i].data(), &v, 4);
+      frames[i] = rt::TxFrame{Endpoint::v4(kIp, kPort), bodies[i]};
+    }
+    return driver_->tx_burst(frames);
+  }
+
+  // Receives until nothing comes for a while; appends the datagram numbers to `got`.
+  void receive_all(std::vector<std::uint32_t>& got) {
+    std::vector<rt::RxFrame> rx(32);
+    int empty = 0;
+    while (empty < 50) {
+      const std::size_t n = driver_->rx_burst(rx);
+      if (n == 0) {
+        ++empty;
+        continue;
+      }
+      empty = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        std::uint32_t v = 0;
+        ASSERT_EQ(rx[i].bytes.size(), 4u);
+        std::memcpy(&v, rx[i].bytes.data(), 4);
+        got.push_back(v);
+      }
+    }
+  }
+
+  std::unique_ptr<rt::Driver> driver_;
+};
+
+TEST_F(DpdkBacklog, WhatTheFullQueueRefusesIsHeldAndSentInOrder) {
+  // Fill the ring exactly: send until something is held, then learn the ring's size.
+  std::size_t capacity = 0;
+  while (driver_->stats().tx_backlog == 0 && capacity < 100'000) {
+    ASSERT_EQ(send(static_cast<std::uint32_t>(capacity), 1), 1u);
+    ++capacity;
+  }
+  ASSERT_EQ(driver_->stats().tx_backlog, 1u) << "the ring never filled";
+  --capacity;  // the last one is the one held
+  // Twenty more: all taken, all held (less than a burst, so receiving is not paused).
+  ASSERT_EQ(send(static_cast<std::uint32_t>(capacity + 1), 20), 20u);
+  EXPECT_EQ(driver_->stats().tx_backlog, 21u);
+  EXPECT_EQ(driver_->stats().tx_dropped, 0u);
+
+  std::vector<std::uint32_t> got;
+  receive_all(got);
+  ASSERT_EQ(got.size(), capacity + 21);
+  for (std::size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], i) << "out of order at " << i;
+  EXPECT_EQ(driver_->stats().tx_backlog, 0u);
+  EXPECT_EQ(driver_->stats().tx_dropped, 0u);
+  auto& dpdk = static_cast<drv::DpdkDriver&>(*driver_);
+  EXPECT_EQ(dpdk.dpdk_stats().tx_backlogged, 21u);
+  EXPECT_EQ(dpdk.dpdk_stats().tx_full, 0u);
+}
+
+TEST_F(DpdkBacklog, AStuckBacklogPausesReceivingThenIsDroppedAndCounted) {
+  std::size_t capacity = 0;
+  while (driver_->stats().tx_backlog == 0 && capacity < 100'000) {
+    ASSERT_EQ(send(static_cast<std::uint32_t>(capacity), 1), 1u);
+    ++capacity;
+  }
+  --capacity;
+  ASSERT_EQ(send(static_cast<std::uint32_t>(capacity + 1), 99), 99u);
+  ASSERT_EQ(driver_->stats().tx_backlog, 100u);
+  auto& dpdk = static_cast<drv::DpdkDriver&>(*driver_);
+
+  // More than a burst is held: rx_burst takes nothing (the ring is not read, so the backlog
+  // cannot drain either).
+  std::vector<rt::RxFrame> rx(32);
+  EXPECT_EQ(driver_->rx_burst(rx), 0u);
+  EXPECT_GE(dpdk.dpdk_stats().rx_paused, 1u);
+  EXPECT_EQ(driver_->stats().tx_backlog, 100u);
+
+  // No progress for longer than the give-up time: the held frames are dropped and counted,
+  // and what the ring holds is received.
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  std::vector<std::uint32_t> got;
+  receive_all(got);
+  EXPECT_EQ(driver_->stats().tx_backlog, 0u);
+  EXPECT_EQ(driver_->stats().tx_dropped, 100u);
+  EXPECT_EQ(dpdk.dpdk_stats().tx_backlog_dropped, 100u);
+  ASSERT_EQ(got.size(), capacity);
+  for (std::size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], i);
+}
+
+}  // namespace
+}  // namespace tern
