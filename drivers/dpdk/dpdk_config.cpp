@@ -86,9 +86,10 @@ class Reader {
 bool dpdk_config_from_toml(const toml::table& section, const std::string& where, DpdkConfig& out,
                            std::string& error) {
   Reader r(section, where, error);
-  if (!r.only({"port", "ip", "gateway", "gateway_mac", "mac", "vlan", "eal_args", "hugepages",
-               "memory_mb", "mbufs", "rx_descriptors", "tx_descriptors", "checksum_offload",
-               "software_steering", "poll_sleep_us", "arp_queue", "static_arp"}))
+  if (!r.only({"port", "ip", "gateway", "gateway_mac", "mac", "vlan", "eal_args", "lcores",
+               "pci_allow", "hugepages", "memory_mb", "mbufs", "rx_descriptors", "tx_descriptors",
+               "checksum_offload", "software_steering", "poll_sleep_us", "arp_queue",
+               "static_arp"}))
     return false;
   DpdkConfig c = out;
   std::string text;
@@ -126,6 +127,17 @@ bool dpdk_config_from_toml(const toml::table& section, const std::string& where,
         ip.ipv4_prefix_len != 32 || !mac || mac->is_multicast())
       return r.fail("static_arp", "entries are \"A.B.C.D aa:bb:cc:dd:ee:ff\", got '" + entry + "'");
     c.static_arp.emplace_back(ip.ipv4, *mac);
+  }
+  if (!r.string("lcores", c.lcores, present)) return false;
+  if (present &&
+      (c.lcores.empty() || c.lcores.find_first_not_of("0123456789,-") != std::string::npos))
+    return r.fail("lcores", "wants a core list like \"2\" or \"2-3,6\", got '" + c.lcores + "'");
+  if (!r.strings("pci_allow", c.pci_allow)) return false;
+  for (const std::string& a : c.pci_allow) {
+    if (a.empty() || a.find_first_not_of("0123456789abcdefABCDEF:.") != std::string::npos ||
+        a.find(':') == std::string::npos)
+      return r.fail("pci_allow",
+                    "entries are PCI addresses like \"0000:03:00.0\", got '" + a + "'");
   }
   bool huge = !c.no_huge;
   if (!r.integer("vlan", c.link.vlan, 0, net::kMaxVlanId) || !r.strings("eal_args", c.eal_args) ||

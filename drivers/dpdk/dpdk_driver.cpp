@@ -55,11 +55,11 @@ using SteerRing = rt::SpscRing<SteeredFrame, kSteerRingCapacity>;
 using HandoffRing = rt::SpscRing<rte_mbuf*, kSteerRingCapacity>;
 
 // Frames a full transmit queue refused are held and sent first next time rather than dropped:
-// a relay whose receivers drain slowly then slows down instead of dropping copies that reliable
-// delivery would only retransmit. While more than one burst is held the shard stops taking new
-// frames from the port (the port's rx ring fills and its imissed counts what it turns away);
-// frames held for kBacklogGiveUpUs without any progress are dropped, so a peer that stopped
-// draining cannot stall the shard.
+// a burst larger than the ring (a relay's fan-out) is smoothed out instead of losing copies
+// that reliable delivery would only retransmit. Receiving goes on meanwhile: pausing it would
+// deadlock two such drivers facing each other (each waiting for the other to read). Frames
+// held for kBacklogGiveUpUs without any progress are dropped, so a peer that stopped draining
+// costs a bounded amount of memory and no more.
 constexpr std::size_t kBacklogCapacity = 1024;
 constexpr std::uint64_t kBacklogGiveUpUs = 20'000;
 // How often queue 0's driver reads the port's counters and link.
@@ -215,7 +215,10 @@ bool init_eal(const DpdkConfig& c, std::string& error) {
   static std::vector<char*> argv;
   args = {"tern"};
   const bool vdev = c.port.rfind("net_", 0) == 0;
-  if (!has_arg(c.eal_args, {"-l", "--lcores", "-c"})) {
+  if (!c.lcores.empty() && !has_arg(c.eal_args, {"-l", "--lcores", "-c"})) {
+    args.push_back("-l");
+    args.push_back(c.lcores);
+  } else if (!has_arg(c.eal_args, {"-l", "--lcores", "-c"})) {
     // One lcore: the EAL's main thread is this one; shards register themselves.
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -250,9 +253,19 @@ bool init_eal(const DpdkConfig& c, std::string& error) {
   }
   if (!has_arg(c.eal_args, {"--no-telemetry", "--telemetry"})) args.push_back("--no-telemetry");
   if (!has_arg(c.eal_args, {"--log-level"})) args.push_back("--log-level=lib.eal:warning");
+  for (const std::string& a : c.pci_allow) {
+    args.push_back("-a");
+    args.push_back(a);
+  }
+  const bool pci_listed =
+      !c.pci_allow.empty() || has_arg(c.eal_args, {"-a", "--allow", "-b", "--block", "--no-pci"});
+  if (!vdev && !pci_listed) {
+    // A PCI port ("0000:03:00.0"): probe that device only, not every NIC on the machine.
+    args.push_back("-a");
+    args.push_back(c.port);
+  }
   if (vdev) {
-    if (!has_arg(c.eal_args, {"-a", "--allow", "-b", "--block", "--no-pci"}))
-      args.push_back("--no-pci");
+    if (!pci_listed) args.push_back("--no-pci");
     // Unless the EAL args already create it.
     const std::string name = c.port.substr(0, c.port.find(','));
     bool listed = false;
@@ -582,7 +595,6 @@ std::string format_dpdk_stats(const DpdkStats& s) {
   add("tx_full", s.tx_full);
   add("tx_backlogged", s.tx_backlogged);
   add("tx_backlog_dropped", s.tx_backlog_dropped);
-  add("rx_paused", s.rx_paused);
   add("steered_out", s.steered_out);
   add("steered_in", s.steered_in);
   add("steer_dropped", s.steer_dropped);
@@ -900,7 +912,6 @@ DpdkDriver::~DpdkDriver() {
     c.tx_full += s.tx_full;
     c.tx_backlogged += s.tx_backlogged;
     c.tx_backlog_dropped += s.tx_backlog_dropped;
-    c.rx_paused += s.rx_paused;
     c.steered_out += s.steered_out;
     c.steered_in += s.steered_in;
     c.steer_dropped += s.steer_dropped;
@@ -939,11 +950,6 @@ std::size_t DpdkDriver::rx_burst(std::span<rt::RxFrame> out) {
   d.service(now);
   d.drain_handoff(now);
   d.drain_backlog(now);
-  // Back-pressure: with more than a burst still waiting to go out, take nothing new.
-  if (d.backlog_n > kBurst) {
-    ++d.st.rx_paused;
-    return 0;
-  }
   const auto want = static_cast<std::uint16_t>(std::min(out.size(), kBurst));
   if (want == 0) return 0;
   if (d.inbound != nullptr) {

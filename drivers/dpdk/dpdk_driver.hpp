@@ -38,6 +38,12 @@ namespace tern::drv {
 struct DpdkConfig {
   // Extra EAL arguments, passed as given after the ones below (e.g. "--log-level=8").
   std::vector<std::string> eal_args;
+  // The EAL's core list (-l), e.g. "2" or "2-3"; empty: the first CPU this process may use.
+  // Shards are not EAL lcores (they register their own threads), so one core is enough.
+  std::string lcores;
+  // PCI devices the EAL may probe (-a each). Empty with a PCI port: just that port; with a
+  // vdev port: none (--no-pci).
+  std::vector<std::string> pci_allow;
   // The device: a name ("net_af_packet0") that exists after EAL init, or a vdev spec
   // ("net_af_packet0,iface=veth0", "net_memif0,role=server,socket=/tmp/x.sock",
   // "net_tap0,iface=tap0") that is added with --vdev; the name is the part before the comma.
@@ -149,7 +155,6 @@ struct DpdkStats {
   std::uint64_t tx_full = 0;             // dropped: the tx queue was full and the backlog too
   std::uint64_t tx_backlogged = 0;       // frames held for a full tx queue and sent later
   std::uint64_t tx_backlog_dropped = 0;  // of tx_full: held, but the queue made no progress
-  std::uint64_t rx_paused = 0;           // rx bursts skipped to let a tx backlog drain
   std::uint64_t steered_out = 0;         // software steering: frames passed to other shards
   std::uint64_t steered_in = 0;          // frames taken from this shard's steering ring
   std::uint64_t steer_dropped = 0;       // the target shard's ring was full

@@ -362,6 +362,18 @@ def test_errors(args):
         c.write('[dpdk]\nport = "net_null0"\nip = "10.212.0.1/24"\nstatic_arp = ["10.1.1.1"]\n')
     cases.append((["--serve", "0.0.0.0:7000", "--driver", "dpdk", "--dpdk-config", bad_arp], 1,
                   "dpdk.static_arp: entries are"))
+    bad_lcores = f"/tmp/tern-dpdk-badlcores-{os.getpid()}.toml"
+    with open(bad_lcores, "w") as c:
+        c.write('[dpdk]\nport = "net_null0"\nip = "10.212.0.1/24"\nlcores = "all"\n')
+    cases.append((["--serve", "0.0.0.0:7000", "--driver", "dpdk", "--dpdk-config", bad_lcores],
+                  1, f"{bad_lcores}: dpdk.lcores: wants a core list"))
+    # A PCI allow-list that names no device here: the EAL finds no port by that name.
+    pci = f"/tmp/tern-dpdk-pci-{os.getpid()}.toml"
+    with open(pci, "w") as c:
+        c.write('[dpdk]\nport = "0000:7f:1f.7"\nip = "10.212.0.1/24"\nlcores = "0"\n'
+                'pci_allow = ["0000:7f:1f.7"]\n')
+    cases.append((["--serve", "0.0.0.0:7000", "--driver", "dpdk", "--dpdk-config", pci], 1,
+                  "DPDK port '0000:7f:1f.7' not found"))
     for extra, want_rc, want_text in cases:
         cmd = [args.tern_ping] + extra
         print("run:", " ".join(cmd), flush=True)
@@ -370,8 +382,8 @@ def test_errors(args):
         msg = next((l for l in first if l.startswith("tern-ping:")), first[0])
         f.check(r.returncode == want_rc and want_text in r.stderr,
                 f"{' '.join(extra)}: exit {r.returncode} (want {want_rc}), {msg!r}")
-    os.unlink(bad_conf)
-    os.unlink(bad_arp)
+    for path in (bad_conf, bad_arp, bad_lcores, pci):
+        os.unlink(path)
     return f.items
 
 
