@@ -7,6 +7,7 @@
 
 #include "intrusive.hpp"
 #include "peer_table.hpp"
+#include "pointer_index.hpp"
 #include "timer_wheel.hpp"
 
 #include <algorithm>
@@ -47,6 +48,7 @@ struct OutCmd {
   std::uint32_t fragment_offset = 0;
   std::uint32_t rto_ms = 0;
   std::uint32_t queue_order = 0;  // merges the two outgoing lists back into queue order
+  bool in_sent = false;           // on sent_reliable (else, once sent, waiting for a resend)
   std::uint64_t sent_time_ms = 0;
   Packet packet;
 };
@@ -306,6 +308,10 @@ struct HostCore::Impl {
   std::uint64_t random_state;
   std::uint64_t now_ms = 0;
   Pool<OutCmd> out_pool;
+  // Reliable commands transmitted at least once and not yet acknowledged (on sent_reliable,
+  // or back on outgoing_reliable for a resend), by peer slot, channel and sequence number:
+  // an acknowledgement finds its command without walking the list.
+  base::PointerIndex<OutCmd> unacked{1024};
   Pool<InCmd> in_pool;
   Pool<AckChunk> ack_pool;
   Pool<PeerQueues> queue_pool;
@@ -561,11 +567,20 @@ struct HostCore::Impl {
     in_pool.put(c);
   }
 
+  static std::uint64_t unacked_key(const Peer& p, std::uint8_t channel, std::uint16_t seq) {
+    return std::uint64_t{p.slot} << 24 | std::uint64_t{channel} << 16 | seq;
+  }
+
+  void free_reliable(Peer& p, OutCmd* c) {
+    if (c->send_attempts > 0) unacked.erase(unacked_key(p, c->command.channel_id, c->reliable_seq));
+    out_pool.put(c);
+  }
+
   void clear_queues(Peer& p) {
     if (PeerQueues* q = p.queues) {
-      while (OutCmd* c = q->outgoing_reliable.pop_front()) out_pool.put(c);
+      while (OutCmd* c = q->outgoing_reliable.pop_front()) free_reliable(p, c);
       while (OutCmd* c = q->outgoing_unreliable.pop_front()) out_pool.put(c);
-      while (OutCmd* c = q->sent_reliable.pop_front()) out_pool.put(c);
+      while (OutCmd* c = q->sent_reliable.pop_front()) free_reliable(p, c);
       while (AckChunk* c = q->acks.pop_front()) ack_pool.put(c);
       q->reliable_data_in_transit = 0;
     }
@@ -754,26 +769,14 @@ struct HostCore::Impl {
   Cmd remove_sent_reliable(Peer& p, std::uint16_t seq, std::uint8_t channel_id) {
     if (p.queues == nullptr) return Cmd::none;
     PeerQueues& q = *p.queues;
-    OutCmd* found = nullptr;
-    bool was_sent = true;
-    for (OutCmd* c = q.sent_reliable.front(); c != nullptr; c = c->next_) {
-      if (c->reliable_seq == seq && c->command.channel_id == channel_id) {
-        found = c;
-        break;
-      }
-    }
-    if (found == nullptr) {
-      // A timed-out command waiting for its resend can still be acknowledged.
-      for (OutCmd* c = q.outgoing_reliable.front(); c != nullptr; c = c->next_) {
-        if (c->send_attempts < 1) break;
-        if (c->reliable_seq == seq && c->command.channel_id == channel_id) {
-          found = c;
-          was_sent = false;
-          break;
-        }
-      }
-    }
+    // ENet searches sent_reliable, then the timed-out commands waiting at the front of
+    // outgoing_reliable for their resend (they can still be acknowledged): exactly the
+    // commands the index holds.
+    const std::uint64_t key = unacked_key(p, channel_id, seq);
+    OutCmd* found = unacked.find(key);
     if (found == nullptr) return Cmd::none;
+    unacked.erase(key);
+    const bool was_sent = found->in_sent;
     if (channel_id < p.channel_count) {
       // Never null: the command was queued on it.
       if (Channel* ch = channel_if(p, channel_id)) {
@@ -1761,6 +1764,7 @@ struct HostCore::Impl {
       c->rto_ms *= 2;
       if (c->packet) q.reliable_data_in_transit -= c->fragment_length;
       q.sent_reliable.remove(c);
+      c->in_sent = false;
       q.outgoing_reliable.insert_after(insert_after, c);
       insert_after = c;
       c = next;
@@ -1850,11 +1854,14 @@ struct HostCore::Impl {
       ++ch->reliable_windows[w];
       ch->out_reliable_sent = c->reliable_seq;
     }
+    if (c->send_attempts == 0)
+      unacked.insert(unacked_key(p, c->command.channel_id, c->reliable_seq), c);
     ++c->send_attempts;
     if (c->rto_ms == 0) c->rto_ms = std::uint32_t{p.rtt} + 4 * std::uint32_t{p.rtt_variance};
     if (q.sent_reliable.empty()) q.next_timeout = now_ms + c->rto_ms;
     q.outgoing_reliable.remove(c);
     q.sent_reliable.push_back(c);
+    c->in_sent = true;
     c->sent_time_ms = now_ms;
     b.sent_time = true;
     q.reliable_data_in_transit += c->fragment_length;
