@@ -137,13 +137,19 @@ def relay_case(b, transport, rate, args, n):
                   str(rate), "--duration", str(args.duration), "--warmup", "1", "--idle", "busy",
                   "--timeout-ms", "15000", "--quiet"] + client, 90)
     finally:
-        srv.stop()
+        relay_text = srv.stop()
         unlink(sock)
     v = kv(line_with(r.stdout, "loadgen "))
     if r.returncode != 0 or "delivered_per_s" not in v:
         log(f"  relay {transport} {rate} Hz: loadgen exit {r.returncode}: {r.stderr[-400:]}")
         return None
+    # tern-relay's working time per copy it sent (polls that found nothing excluded).
+    stopped = kv(line_with(relay_text, "relay stopped"))
+    copies = int(stopped.get("copies_out", "0"))
+    ns_per_copy = int(stopped["busy_us"]) * 1000 / copies if copies and "busy_us" in stopped \
+        else None
     return {"delivered_per_s": float(v["delivered_per_s"]), "expected": int(v["expected"]),
+            "relay_ns_per_copy": ns_per_copy,
             "delivered": int(v["delivered"]), "lost": int(v["lost"]),
             "p50_us": float(v["p50"]), "p99_us": float(v["p99"])}
 
@@ -206,8 +212,14 @@ def echo_case(b, args, n):
         log(f"  echo: exit {r.returncode}: {r.stderr[-400:]}")
         return None
     msgs_in = max(int(served.get("messages_in", "1")), 1)
-    per_msg = int(served["datagrams_in"]) / msgs_in
+    dgrams = max(int(served["datagrams_in"]), 1)
+    per_msg = dgrams / msgs_in
+    # The server's working time (iterations that found nothing excluded) per datagram echoed:
+    # what one core of it can echo, whether or not the client kept it busy.
+    ns_per_dgram = int(served.get("busy_us", "0")) * 1000 / dgrams
     return {"msgs_per_s": float(v["msgs_per_s"]), "datagrams_per_msg": per_msg,
+            "server_ns_per_datagram": ns_per_dgram,
+            "server_capacity_per_s": 1e9 / ns_per_dgram if ns_per_dgram else None,
             "datagrams_per_s": float(v["msgs_per_s"]) * per_msg, "lost": int(v["lost"]),
             "p50_us": float(v["p50"]), "p99_us": float(v["p99"])}
 
@@ -361,6 +373,13 @@ def main():
         print(row + "|")
         result["relay"].append({"rate_hz": rate, "offered": 1000 * rate * 7,
                                 **{t: relay[(t, rate)] for t in RELAYS}})
+    print("\ntern-relay working time per copy sent (its polls that found nothing excluded), "
+          "median ns:\n")
+    print("| rate/client | DPDK memif | tern uring |")
+    print("|---:|---:|---:|")
+    for rate in rates:
+        print(f"| {rate} Hz | {fmt(med(relay[('dpdk', rate)], 'relay_ns_per_copy'), '.0f')} "
+              f"| {fmt(med(relay[('uring', rate)], 'relay_ns_per_copy'), '.0f')} |")
     print(f"\nSaturation (best median over the sweep): DPDK memif {best['dpdk']:,.0f}, "
           f"tern uring {best['uring']:,.0f}, libenet {best['enet']:,.0f} copies/s; "
           f"DPDK / libenet {best['dpdk'] / best['enet'] if best['enet'] else 0:.2f}x, "
@@ -386,14 +405,21 @@ def main():
     print(f"\n## (d) echo path: tern-ping --serve on memif, --flood 1000 peers x 1 unsequenced "
           f"16 B message in flight; medians of {args.runs}\n")
     print("| echoed msgs/s | server datagrams in/s | lost | RTT p50 us | p99 us "
-          "| share of testpmd Rx |")
-    print("|---:|---:|---:|---:|---:|---:|")
+          "| share of testpmd Rx | server ns/datagram | server capacity/s | its share |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     ceiling = med(pmd, "rx_mpps") if pmd else None
     dps = med(echo, "datagrams_per_s")
     share = dps / (ceiling * 1e6) if dps and ceiling else None
+    cap = med(echo, "server_capacity_per_s")
+    cap_share = cap / (ceiling * 1e6) if cap and ceiling else None
     print(f"| {fmt(med(echo, 'msgs_per_s'), ',.0f')} | {fmt(dps, ',.0f')} "
           f"| {fmt(med(echo, 'lost'), '.0f')} | {fmt(med(echo, 'p50_us'), '.1f')} "
-          f"| {fmt(med(echo, 'p99_us'), '.1f')} | {fmt(share, '.1%')} |")
+          f"| {fmt(med(echo, 'p99_us'), '.1f')} | {fmt(share, '.1%')} "
+          f"| {fmt(med(echo, 'server_ns_per_datagram'), '.0f')} | {fmt(cap, ',.0f')} "
+          f"| {fmt(cap_share, '.1%')} |")
+    print("\n(server capacity = 1 s / its working ns per datagram: the rate one core of the "
+          "server would echo if the client, running the same engine on the other core, "
+          "kept it busy)")
     os.makedirs(os.path.dirname(args.json), exist_ok=True)
     with open(args.json, "w") as f:
         json.dump(result, f, indent=1)

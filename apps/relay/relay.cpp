@@ -520,6 +520,13 @@ std::string Relay::metrics_text() const {
   per_shard("tern_relay_protocol_drops_total", "counter",
             "Datagrams and commands the protocol core refused (malformed, unknown peer, caps).",
             [&](std::size_t i) { return group_.counters(i).drops; });
+  per_shard(
+      "tern_relay_busy_seconds_total", "counter",
+      "Time the shard spent working: its poll iterations less those that found nothing.",
+      [&](std::size_t i) {
+        const rt::ShardCounters c = group_.counters(i);
+        return static_cast<double>(c.loop_time_us - std::min(c.loop_time_us, c.idle_poll_us)) / 1e6;
+      });
   per_shard("tern_relay_tx_dropped_total", "counter",
             "Datagrams the driver could not send (full transmit queue, unresolved next hop).",
             [&](std::size_t i) { return group_.counters(i).tx_dropped; });

@@ -92,6 +92,8 @@ struct Shard::LiveCounters {
   std::atomic<std::uint64_t> cross_dropped{0};
   std::array<std::atomic<std::uint64_t>, kLoopTimeBuckets> loop_time{};
   std::atomic<std::uint64_t> loop_time_us{0};
+  std::atomic<std::uint64_t> idle_polls{0};
+  std::atomic<std::uint64_t> idle_poll_us{0};
   std::atomic<std::uint64_t> tx_backlog{0};
   std::atomic<std::int32_t> link{-1};
   std::atomic<std::uint32_t> link_speed_mbps{0};
@@ -226,25 +228,36 @@ void Shard::run_with(D& driver) {
 // leave in the same tx burst as the acks of the datagrams that caused them.
 template <class D>
 void Shard::poll_once(D& driver) {
-  now_ = steady_now_us();
+  // A busy-polling shard goes round millions of times a second and each clock read costs
+  // ~20 ns, so the clock is read where time can have moved: an iteration that did not sleep
+  // starts when the previous one ended, and one in which no callback ran keeps its start time.
+  now_ = resume_at_us_ != 0 ? resume_at_us_ : steady_now_us();
   const std::uint64_t started = now_;
-  bool busy = receive(driver) != 0;  // 1, 4-5: rx_burst → on_datagram
-  deliver_events();                  // 6: application callback, run to completion
-  drain_posted();                    // 7: work from other threads
-  busy = drain_cross() || busy;      //    and from other shards
-  now_ = steady_now_us();            // the callbacks may have taken a while
-  transmit(driver);                  // 8-10: timers, datagrams, tx_burst
-  wake_touched();                    // shards we sent to this iteration
+  const std::uint64_t work_before = posted_run_ + cross_received_;
+  bool busy = receive(driver) != 0;         // 1, 4-5: rx_burst → on_datagram
+  const bool delivered = deliver_events();  // 6: application callback, run to completion
+  drain_posted();                           // 7: work from other threads
+  busy = drain_cross() || busy;             //    and from other shards
+  if (busy || delivered || posted_run_ + cross_received_ != work_before)
+    now_ = steady_now_us();  // the callbacks may have taken a while
+  transmit(driver);          // 8-10: timers, datagrams, tx_burst
+  wake_touched();            // shards we sent to this iteration
   ++iterations_;
-  const std::uint64_t took = steady_now_us() - started;
+  const std::uint64_t ended = steady_now_us();
+  const std::uint64_t took = ended - started;
   const std::size_t bucket =
       took <= 1 ? 0 : std::min<std::size_t>(std::bit_width(took - 1), kLoopTimeBuckets - 1);
   ++loop_time_[bucket];
   loop_time_us_ += took;
-  live_->loop_time[bucket].store(loop_time_[bucket], std::memory_order_relaxed);
-  live_->loop_time_us.store(loop_time_us_, std::memory_order_relaxed);
-  publish_counters(driver);
-  idle(driver, busy);  // 11: busy-poll or sleep to the next deadline
+  if (!busy && !delivered && posted_run_ + cross_received_ == work_before) {
+    // Found nothing to do: what a busy-polling shard spends waiting, not working.
+    ++idle_polls_;
+    idle_poll_us_ += took;
+  }
+  // Observers see the counters at most 16 iterations late, and always before a sleep.
+  if ((iterations_ & 15) == 0) publish_counters(driver);
+  const bool slept = idle(driver, busy);  // 11: busy-poll or sleep to the next deadline
+  resume_at_us_ = slept ? 0 : ended;
 }
 
 template <class D>
@@ -262,14 +275,17 @@ std::size_t Shard::receive(D& driver) {
   return total;
 }
 
-void Shard::deliver_events() {
+bool Shard::deliver_events() {
   Event ev;
+  bool any = false;
   while (core_.poll_event(ev)) {
+    any = true;
     track(ev);
     // A peer whose handshake completes while we are shutting down is turned away at once.
     if (stopping_ && ev.type == EventType::connect) core_.disconnect(ev.peer, 0);
     if (handler_) handler_(*this, ev);
   }
+  return any;
 }
 
 void Shard::track(const Event& ev) {
@@ -381,18 +397,18 @@ void Shard::transmit(D& driver) {
 }
 
 template <class D>
-void Shard::idle(D& driver, bool busy) {
-  if (options_.idle == IdlePolicy::busy_poll) return;
+bool Shard::idle(D& driver, bool busy) {
+  if (options_.idle == IdlePolicy::busy_poll) return false;
   // More work is likely right behind a non-empty burst or a full ring batch: go round again.
-  if (busy) return;
-  if (posted_pending_.load(std::memory_order_relaxed)) return;
-  if (stop_requested_.load(std::memory_order_relaxed) && !stopping_) return;
+  if (busy) return false;
+  if (posted_pending_.load(std::memory_order_relaxed)) return false;
+  if (stop_requested_.load(std::memory_order_relaxed) && !stopping_) return false;
   const std::uint64_t now = steady_now_us();
   const std::uint64_t deadline = core_.next_deadline_us();
-  if (deadline <= now) return;
+  if (deadline <= now) return false;
   const auto cap = static_cast<std::uint64_t>(std::max<std::int64_t>(options_.max_wait.count(), 0));
   const std::uint64_t wait = deadline == kNever ? cap : std::min(deadline - now, cap);
-  if (wait == 0) return;
+  if (wait == 0) return false;
   // Announce the sleep, then check whether anything was handed to us since we last looked
   // (see announce_work). Both are seq_cst: either this load sees a producer's increment, or
   // that producer's later load of `sleeping_` sees our store and it wakes us.
@@ -402,13 +418,15 @@ void Shard::idle(D& driver, bool busy) {
   work_seen_ = announced;
   if (!work_waiting) {
     // Published before the sleep, so an observer can tell the shard is (about to be) asleep.
-    live_->idle_waits.store(++idle_waits_, std::memory_order_relaxed);
+    ++idle_waits_;
+    publish_counters(driver);
     driver.wait(wait);
   }
   sleeping_.store(false, std::memory_order_relaxed);
   // The driver has emptied the eventfd if it woke on it. A producer that raced with this
   // store leaves it readable, which costs one early return from the next wait, no more.
   wake_sent_.store(false, std::memory_order_release);
+  return !work_waiting;
 }
 
 template <class D>
@@ -444,6 +462,10 @@ void Shard::publish_counters(const D& driver) {
   l.cross_sent.store(cross_sent_, r);
   l.cross_received.store(cross_received_, r);
   l.cross_dropped.store(cross_dropped_, r);
+  for (std::size_t i = 0; i < kLoopTimeBuckets; ++i) l.loop_time[i].store(loop_time_[i], r);
+  l.loop_time_us.store(loop_time_us_, r);
+  l.idle_polls.store(idle_polls_, r);
+  l.idle_poll_us.store(idle_poll_us_, r);
 }
 
 void Shard::begin_graceful_stop() {
@@ -506,6 +528,8 @@ ShardCounters Shard::counters() const {
   s.wakeups_sent = wakeups_sent_.load(r);
   for (std::size_t i = 0; i < kLoopTimeBuckets; ++i) s.loop_time[i] = l.loop_time[i].load(r);
   s.loop_time_us = l.loop_time_us.load(r);
+  s.idle_polls = l.idle_polls.load(r);
+  s.idle_poll_us = l.idle_poll_us.load(r);
   return s;
 }
 
@@ -652,6 +676,8 @@ ShardCounters ShardGroup::total() const {
     t.wakeups_sent += c.wakeups_sent;
     for (std::size_t i = 0; i < kLoopTimeBuckets; ++i) t.loop_time[i] += c.loop_time[i];
     t.loop_time_us += c.loop_time_us;
+    t.idle_polls += c.idle_polls;
+    t.idle_poll_us += c.idle_poll_us;
   }
   return t;
 }

@@ -107,6 +107,10 @@ struct ShardCounters {
   std::uint64_t wakeups_sent = 0;     // eventfd writes to wake a sleeping shard
   std::array<std::uint64_t, kLoopTimeBuckets> loop_time{};  // see kLoopTimeBuckets
   std::uint64_t loop_time_us = 0;                           // sum over all iterations
+  // Iterations that found nothing to do (no frame, event, posted task or message) and their
+  // time: loop_time_us - idle_poll_us is the time the shard spent working.
+  std::uint64_t idle_polls = 0;
+  std::uint64_t idle_poll_us = 0;
   // The driver's device (DPDK ports): reported by the shard on the port's first queue.
   // total() sums the counts; its link is down if any shard's is, else up if any is.
   PortStats port;
@@ -180,14 +184,14 @@ class Shard {
   void poll_once(D& driver);
   template <class D>
   std::size_t receive(D& driver);
-  void deliver_events();
+  bool deliver_events();  // true if any event was delivered
   void drain_posted();
   bool drain_cross();  // true when a ring may hold more than this iteration took
   void wake_touched();
   template <class D>
   void transmit(D& driver);
   template <class D>
-  void idle(D& driver, bool busy);
+  bool idle(D& driver, bool busy);  // true if it slept
   template <class D>
   void publish_counters(const D& driver);
 
@@ -213,6 +217,9 @@ class Shard {
   std::vector<proto::OutDatagram> out_;
   std::vector<TxFrame> tx_;
   std::uint64_t now_ = 0;
+  std::uint64_t resume_at_us_ = 0;
+  std::uint64_t idle_polls_ = 0;
+  std::uint64_t idle_poll_us_ = 0;  // the last iteration's end, when it did not sleep
   std::uint64_t iterations_ = 0;
   std::uint64_t idle_waits_ = 0;
   std::uint64_t posted_run_ = 0;
