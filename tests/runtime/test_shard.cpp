@@ -317,6 +317,33 @@ TEST(Shard, PortZeroIsSharedAndStopWithoutPeersIsPrompt) {
   EXPECT_EQ(group.total().idle_waits, 0u);  // busy_poll never sleeps
 }
 
+TEST(Shard, BusyPollingCountsThePollsThatFoundNothingApartFromWork) {
+  ShardGroupOptions o = echo_options(DriverKind::socket);
+  o.idle = IdlePolicy::busy_poll;
+  o.pin = false;
+  ShardGroup group(o);
+  std::string error;
+  ASSERT_TRUE(group.start(error)) << error;
+  // No traffic: the iterations find nothing, except the one that runs a posted task that
+  // works for 50 ms. (Read after the stop: a live snapshot may mix two publications.)
+  ASSERT_TRUE(wait_until([&] { return group.counters(0).iterations > 1000; }, 5000ms));
+  std::atomic<bool> ran{false};
+  ASSERT_TRUE(group.post(0, [&](Shard&) {
+    const auto until = Clock::now() + 50ms;
+    while (Clock::now() < until) {
+    }
+    ran = true;
+  }));
+  ASSERT_TRUE(wait_until([&] { return ran.load(); }, 5000ms));
+  const std::uint64_t seen = group.counters(0).iterations;
+  ASSERT_TRUE(wait_until([&] { return group.counters(0).iterations > seen + 1000; }, 5000ms));
+  EXPECT_TRUE(group.stop(5000ms));
+  const ShardCounters c = group.counters(0);
+  EXPECT_EQ(c.idle_polls + 1, c.iterations);
+  EXPECT_GE(c.loop_time_us - c.idle_poll_us, 50'000u);
+  EXPECT_LT(c.idle_poll_us, c.loop_time_us);
+}
+
 TEST(Shard, StartFailsCleanlyWhenThePortIsTaken) {
   // A plain socket without SO_REUSEPORT owns the port, so shard 0 cannot bind it.
   std::string error;
