@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -89,6 +90,8 @@ struct Relay::ShardState {
   std::unordered_map<std::uint32_t, Room> rooms;
   std::vector<Member> members;  // by PeerHandle::slot
   std::size_t shard_count = 1;
+  std::vector<std::deque<rt::ShardMessage>> held;  // by target shard (see send_control)
+  bool retry_posted = false;
 
   Member* member(PeerHandle p) {
     if (p.slot >= members.size() || members[p.slot].peer != p) return nullptr;
@@ -125,6 +128,7 @@ Relay::Relay(const RelayConfig& config)
     auto st = std::make_unique<ShardState>();
     st->shard_count = n;
     st->members.resize(std::min<std::size_t>(config.max_peers, 65536));
+    st->held.resize(n);
     state_.push_back(std::move(st));
     stats_.push_back(std::make_unique<RelayShardStats>());
   }
@@ -207,9 +211,7 @@ void Relay::share_new_bans(rt::Shard& s) {
         rt::ShardMessage msg;
         msg.tag = make_tag(kBan, s.index(), 0);
         msg.packet = std::move(p);
-        if (!s.send_to_shard(t, std::move(msg))) {
-          bump(stats_[s.index()]->drops[static_cast<std::size_t>(RelayDrop::cross_shard_full)]);
-        }
+        send_control(s, t, std::move(msg));
       }
     }
   }
@@ -273,8 +275,7 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
         msg.tag = make_tag(kJoin, me, room_id);
         msg.peer = ev.peer;
         msg.data = m.order;
-        // Membership must not be lost: a full ring here is retried by nobody, so count it.
-        if (!s.send_to_shard(t, std::move(msg))) drop(RelayDrop::cross_shard_full);
+        send_control(s, t, std::move(msg));
       }
       return;
     }
@@ -305,7 +306,7 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
         rt::ShardMessage msg;
         msg.tag = make_tag(kLeave, me, room_id);
         msg.peer = ev.peer;
-        if (!s.send_to_shard(t, std::move(msg))) drop(RelayDrop::cross_shard_full);
+        send_control(s, t, std::move(msg));
       }
       return;
     }
@@ -471,6 +472,36 @@ void Relay::on_message(rt::Shard& s, rt::ShardMessage& m) {
   }
 }
 
+void Relay::send_control(rt::Shard& s, std::size_t target, rt::ShardMessage message) {
+  ShardState& st = *state_[s.index()];
+  std::deque<rt::ShardMessage>& q = st.held[target];
+  // send_to_shard consumes its argument even when the ring refuses it, hence the copy (a
+  // control message carries at most a small packet, by reference).
+  if (q.empty() && s.send_to_shard(target, message)) return;
+  q.push_back(std::move(message));
+  bump(stats_[s.index()]->control_held);
+  if (!st.retry_posted) {
+    st.retry_posted = true;
+    group_.post(s.index(), [this](rt::Shard& sh) { retry_held(sh); });
+  }
+}
+
+void Relay::retry_held(rt::Shard& s) {
+  ShardState& st = *state_[s.index()];
+  st.retry_posted = false;
+  bool left = false;
+  for (std::size_t t = 0; t < st.held.size(); ++t) {
+    std::deque<rt::ShardMessage>& q = st.held[t];
+    while (!q.empty() && s.send_to_shard(t, q.front())) q.pop_front();
+    left = left || !q.empty();
+  }
+  if (left) {
+    // Next iteration: the target drains its rings meanwhile.
+    st.retry_posted = true;
+    group_.post(s.index(), [this](rt::Shard& sh) { retry_held(sh); });
+  }
+}
+
 std::uint64_t Relay::drops(RelayDrop d) const {
   std::uint64_t n = 0;
   for (const auto& s : stats_) n += s->drops[static_cast<std::size_t>(d)].load();
@@ -527,6 +558,9 @@ std::string Relay::metrics_text() const {
         const rt::ShardCounters c = group_.counters(i);
         return static_cast<double>(c.loop_time_us - std::min(c.loop_time_us, c.idle_poll_us)) / 1e6;
       });
+  per_shard("tern_relay_control_held_total", "counter",
+            "Joins, leaves and bans a full cross-shard ring refused; held and sent in order.",
+            [&](std::size_t i) { return stats_[i]->control_held.load(); });
   per_shard("tern_relay_tx_dropped_total", "counter",
             "Datagrams the driver could not send (full transmit queue, unresolved next hop).",
             [&](std::size_t i) { return group_.counters(i).tx_dropped; });

@@ -7,6 +7,9 @@
 // join/leave messages on the cross-shard rings, and forwards a message once per other shard
 // that has members; that shard fans it out to its own. In broadcast rooms only the earliest
 // member still present (the streamer) reaches everyone; the others reach the streamer only.
+// A forwarded message a full ring refuses is dropped and counted (cross_shard_full), like any
+// datagram lost in transit; a join, leave or ban is held and sent again, in order, until the
+// ring takes it, since a lost one would leave the shards' views of a room different for good.
 #pragma once
 
 #include "config.hpp"
@@ -55,6 +58,8 @@ struct RelayShardStats {
   std::atomic<std::uint64_t> members{0};      // this shard's peers that are in a room
   std::atomic<std::uint64_t> rooms{0};        // rooms with a member anywhere, as this shard sees
   std::array<std::atomic<std::uint64_t>, kRelayDropCount> drops{};
+  // Joins, leaves and bans a full ring refused, held and sent again in order (never lost).
+  std::atomic<std::uint64_t> control_held{0};
 };
 
 class Relay {
@@ -76,6 +81,8 @@ class Relay {
   // True when all left in time.
   bool stop();
 
+  // Runs `task` on shard `shard`'s thread between poll iterations (any thread).
+  bool post(std::size_t shard, rt::ShardTask task) { return group_.post(shard, std::move(task)); }
   Endpoint local_endpoint() const { return group_.local_endpoint(); }
   std::size_t shards() const { return group_.size(); }
   std::string driver_name() const { return group_.driver_name(0); }
@@ -94,6 +101,10 @@ class Relay {
 
   void on_event(rt::Shard& s, Event& ev);
   void on_message(rt::Shard& s, rt::ShardMessage& m);
+  // Membership and bans must reach every shard, in order: what a full ring refuses waits in a
+  // per-target queue (and so does everything after it) and is retried every iteration.
+  void send_control(rt::Shard& s, std::size_t target, rt::ShardMessage message);
+  void retry_held(rt::Shard& s);
   std::size_t filter_batch(rt::Shard& s, std::span<rt::RxFrame> frames);
   void share_new_bans(rt::Shard& s);
   void filter_metrics(std::ostream& o) const;

@@ -9,6 +9,7 @@
 
 #include <arpa/inet.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -169,6 +170,83 @@ TEST_F(RelayTest, BroadcastRoomFansOutOnlyTheFirstMember) {
     }
     return true;
   }));
+}
+
+TEST_F(RelayTest, AJoinRefusedByAFullRingIsHeldAndDeliveredLater) {
+  start(RelayConfig{});
+  // Which shard a client lands on is the kernel's hash of its address: connect one at a time
+  // and see whose peer count moved.
+  auto connect_on = [&](std::uint32_t room, std::size_t& shard) -> Client& {
+    const std::uint64_t before0 = relay_->counters(0).peers;
+    Client& c = connect(room);
+    EXPECT_TRUE(run_until([&] { return c.connected || c.disconnected; }));
+    EXPECT_TRUE(run_until([&] { return relay_->total().peers == clients_.size(); }));
+    shard = relay_->counters(0).peers > before0 ? 0 : 1;
+    return c;
+  };
+  // A sender on shard 0 in room 5, with a member of room 5 on shard 1 to fan out to.
+  Client* sender = nullptr;
+  Client* listener = nullptr;
+  // X: alone on shard 1 in room 100 + i.
+  Client* x = nullptr;
+  std::uint32_t x_room = 0;
+  for (std::uint32_t i = 0; i < 64 && (sender == nullptr || listener == nullptr); ++i) {
+    std::size_t shard = 0;
+    Client& c = connect_on(5, shard);
+    (shard == 0 ? sender : listener) = &c;
+  }
+  for (std::uint32_t i = 0; i < 64 && x == nullptr; ++i) {
+    std::size_t shard = 0;
+    Client& c = connect_on(100 + i, shard);
+    if (shard == 1) {
+      x = &c;
+      x_room = 100 + i;
+    }
+  }
+  ASSERT_TRUE(sender != nullptr && listener != nullptr && x != nullptr);
+  settle(100ms);
+
+  // Shard 1 stops draining its rings for a while; meanwhile shard 0 fills the ring to it with
+  // fan-outs (those are dropped and counted) and a new member of X's room lands on shard 0.
+  // Its join must wait for room in the ring, not vanish: otherwise shard 1 never learns that
+  // the room has a member on shard 0 and X's messages never reach it.
+  Client* y = nullptr;
+  auto members0 = [&] { return relay_->stats(0).members.load(); };
+  for (int attempt = 0; attempt < 16 && y == nullptr; ++attempt) {
+    std::atomic<bool> stalled{false};
+    std::atomic<bool> resumed{false};
+    ASSERT_TRUE(relay_->post(1, [&](rt::Shard&) {
+      stalled = true;
+      std::this_thread::sleep_for(1000ms);
+      resumed = true;
+    }));
+    ASSERT_TRUE(run_until([&] { return stalled.load(); }));
+    for (std::uint32_t i = 0; i < 1200; ++i) sender->send(0, kUnsequenced, i);
+    const std::uint64_t before = members0();
+    const std::uint64_t held_before = relay_->stats(0).control_held.load();
+    Client& c = connect(x_room);
+    ASSERT_TRUE(run_until([&] { return c.connected || c.disconnected; }));
+    // Joined on shard 0 (its member count moved) while shard 1 slept: its join was held.
+    ASSERT_TRUE(run_until([&] { return members0() > before || resumed.load(); }));
+    const bool on_shard0 = members0() > before;
+    const bool held = relay_->stats(0).control_held.load() > held_before;
+    ASSERT_TRUE(run_until([&] { return resumed.load(); }));
+    settle(200ms);  // shard 1 drains its rings; the held join follows
+    if (on_shard0) {
+      ASSERT_TRUE(held) << "shard 1 slept, yet the join went straight through";
+      y = &c;
+    }
+  }
+  ASSERT_NE(y, nullptr) << "no client landed on shard 0 during a stall";
+  EXPECT_GT(relay_->drops(RelayDrop::cross_shard_full), 0u) << "the ring never filled";
+  EXPECT_GE(relay_->stats(0).control_held.load(), 1u);
+
+  x->send(1, kReliable, 1);
+  ASSERT_TRUE(run_until([&] { return !y->got.empty(); }));
+  EXPECT_EQ(y->got[0].sender, x->id);
+  y->send(1, kReliable, 2);
+  ASSERT_TRUE(run_until([&] { return !x->got.empty(); }));
+  EXPECT_EQ(x->got[0].sender, y->id);
 }
 
 TEST_F(RelayTest, LimitsDropAndCountWithoutHarm) {
