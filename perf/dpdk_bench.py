@@ -286,7 +286,7 @@ def testpmd_case(args, n):
 # ---- main ----------------------------------------------------------------------------------------
 
 def med(rows, key):
-    vals = [r[key] for r in rows if r is not None]
+    vals = [r[key] for r in rows if r is not None and r.get(key) is not None]
     return statistics.median(vals) if vals else None
 
 
