@@ -114,8 +114,12 @@ Relay::Relay(const RelayConfig& config)
         o.idle = config.idle == "busy" ? rt::IdlePolicy::busy_poll : rt::IdlePolicy::wait_deadline;
         o.pin = config.pin;
         // Each shard may hold every peer (the kernel's hash need not be even); the relay-wide
-        // limit is enforced on connect across shards.
-        o.host.peer_limit = config.max_peers;
+        // limit is enforced on connect across shards. The headroom lets a shard that already
+        // holds them all still complete the handshake of one more, so the relay can turn it
+        // away with a disconnect: a core at its own limit drops a connect without a word, as
+        // ENet does, and the client only learns of it when its attempt times out.
+        o.host.peer_limit = std::size_t{config.max_peers} +
+                            std::max<std::size_t>(16, std::size_t{config.max_peers} / 16);
         o.host.channel_limit = config.channels;
         o.host.incoming_bandwidth = config.incoming_bandwidth;
         o.host.outgoing_bandwidth = config.outgoing_bandwidth;
