@@ -13,7 +13,7 @@
 // snapshots), prints the progress line, waits for stragglers and says goodbye.
 #include "loadgen.hpp"
 
-#include "dpdk_setup.hpp"
+#include "common/dpdk_session.hpp"
 
 #include "common/histogram.hpp"
 #include "common/signals.hpp"
@@ -462,10 +462,10 @@ int run(const Config& config) {
 
   set_stop_signals_blocked(true);  // the shard threads (and DPDK's) inherit the mask
   // --driver dpdk: the EAL and the port before the (one, one-shard) group; gone after it.
-  DpdkSetup dpdk;
+  app::DpdkSession dpdk("tern-loadgen");
   {
     std::string error;
-    if (!dpdk.open(config, error)) {
+    if (config.driver == rt::DriverKind::dpdk && !dpdk.open(config.dpdk, 1, error)) {
       set_stop_signals_blocked(false);
       std::fprintf(stderr, "tern-loadgen: cannot start the DPDK port: %s\n", error.c_str());
       return kExitFailure;
@@ -476,7 +476,7 @@ int run(const Config& config) {
   for (std::size_t g = 0; g < ngroups; ++g) {
     rt::ShardGroupOptions o;
     if (config.driver == rt::DriverKind::dpdk) {
-      o.bind = dpdk.client_bind(config);
+      o.bind = app::dpdk_client_bind(config.dpdk);
     } else if (sources > 0) {
       o.bind = tern::Endpoint::v4(config.sources[g], 0);
     } else {

@@ -1,6 +1,7 @@
 // tern-loadgen's command line: what one run is configured with.
 #pragma once
 
+#include "common/dpdk_options.hpp"
 #include "shard.hpp"
 
 #include <tern/endpoint.hpp>
@@ -29,20 +30,8 @@ enum class DeliveryMode : std::uint8_t { reliable, unreliable, unsequenced, mix 
 
 const char* to_string(DeliveryMode m);
 
-// --driver dpdk: the port, the address and the EAL (drivers/dpdk/dpdk_driver.hpp), as given;
-// dpdk_setup.cpp turns them into a drv::DpdkConfig (a --dpdk-config file first, flags over it).
-struct DpdkOptions {
-  std::string config;            // --dpdk-config FILE: a [dpdk] TOML section
-  std::string port;              // --dpdk-port: device name or vdev spec
-  std::string ip;                // --dpdk-ip A.B.C.D/NN
-  std::string gateway;           // --dpdk-gateway A.B.C.D
-  std::string gateway_mac;       // --dpdk-gateway-mac MAC
-  std::string mac;               // --dpdk-mac MAC
-  std::vector<std::string> eal;  // --dpdk-eal "ARGS", split on spaces
-  std::uint16_t local_port = 0;  // --dpdk-local-port (0: 40000 + pid % 20000)
-  unsigned mbufs = 0;            // --dpdk-mbufs (0: the config's)
-  bool huge = false;             // --dpdk-huge
-};
+// --driver dpdk: the port, the address and the EAL (drivers/dpdk/dpdk_driver.hpp), as given.
+using DpdkOptions = app::DpdkOptions;
 
 struct Config {
   bool help = false;

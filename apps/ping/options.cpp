@@ -136,48 +136,13 @@ bool affinity_unrestricted() {
 
 bool parse_dpdk(const CommandLine& cl, bool serve, RuntimeConfig& r, std::string& error) {
   const bool dpdk = r.driver == rt::DriverKind::dpdk;
-  for (std::string_view f : cl.names()) {
-    if (f.substr(0, 5) == "dpdk-" && !dpdk) {
-      error = "--" + std::string(f) + " needs --driver dpdk";
-      return false;
-    }
-  }
+  if (!app::read_dpdk_flags(cl, dpdk, rt::dpdk_driver_built(), r.dpdk, error)) return false;
   if (!dpdk) return true;
-  if (!rt::dpdk_driver_built()) {
-    error = "--driver dpdk: this build has no DPDK driver (libdpdk not found at build time)";
-    return false;
-  }
-  DpdkOptions& d = r.dpdk;
-  const auto port = cl.value("dpdk-port");
-  const auto ip = cl.value("dpdk-ip");
-  if (const auto v = cl.value("dpdk-config")) d.config = std::string(*v);
-  if (d.config.empty() && (!port || port->empty() || !ip || ip->empty())) {
-    error = "--driver dpdk needs --dpdk-port SPEC and --dpdk-ip A.B.C.D/NN (or --dpdk-config FILE)";
-    return false;
-  }
-  if (port) d.port = std::string(*port);
-  if (ip) d.ip = std::string(*ip);
-  if (const auto v = cl.value("dpdk-gateway")) d.gateway = std::string(*v);
-  if (const auto v = cl.value("dpdk-gateway-mac")) d.gateway_mac = std::string(*v);
-  if (const auto v = cl.value("dpdk-mac")) d.mac = std::string(*v);
-  if (const auto v = cl.value("dpdk-eal")) {
-    std::string_view rest = *v;
-    while (!rest.empty()) {
-      const std::size_t start = rest.find_first_not_of(' ');
-      if (start == std::string_view::npos) break;
-      rest = rest.substr(start);
-      const std::size_t end = rest.find(' ');
-      d.eal.emplace_back(rest.substr(0, end));
-      rest = end == std::string_view::npos ? std::string_view{} : rest.substr(end);
-    }
-  }
-  d.huge = cl.has("dpdk-huge");
   if (serve && cl.has("dpdk-local-port")) {
     error = "--dpdk-local-port is for clients (the server uses the port of --serve)";
     return false;
   }
-  return read_uint(cl, "dpdk-local-port", 1, 65535, d.local_port, error) &&
-         read_uint(cl, "dpdk-mbufs", 2048, 1u << 24, d.mbufs, error);
+  return true;
 }
 
 bool parse_runtime(const CommandLine& cl, bool serve, RuntimeConfig& r, std::string& error) {

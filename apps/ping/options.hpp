@@ -1,6 +1,7 @@
 // tern-ping's command line: the three modes and what each one is configured with.
 #pragma once
 
+#include "common/dpdk_options.hpp"
 #include "shard.hpp"
 
 #include <tern/endpoint.hpp>
@@ -20,18 +21,7 @@ inline constexpr int kExitUsage = 2;
 extern const char* const kUsage;
 
 // --driver dpdk: the port, the addresses and the EAL (see drivers/dpdk/dpdk_driver.hpp).
-struct DpdkOptions {
-  std::string config;            // --dpdk-config FILE: a [dpdk] TOML section, the flags override it
-  std::string port;              // --dpdk-port: device name or vdev spec
-  std::string ip;                // --dpdk-ip A.B.C.D/NN
-  std::string gateway;           // --dpdk-gateway A.B.C.D (optional)
-  std::string gateway_mac;       // --dpdk-gateway-mac MAC (optional)
-  std::string mac;               // --dpdk-mac MAC (optional; default the port's)
-  std::vector<std::string> eal;  // --dpdk-eal "ARGS", split on spaces
-  std::uint16_t local_port = 0;  // --dpdk-local-port: clients' UDP port (0: derived from the pid)
-  unsigned mbufs = 0;            // --dpdk-mbufs
-  bool huge = false;             // --dpdk-huge: hugepages instead of --no-huge -m 512
-};
+using DpdkOptions = app::DpdkOptions;
 
 // How the shard threads run; every mode has these.
 struct RuntimeConfig {

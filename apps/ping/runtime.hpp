@@ -2,6 +2,7 @@
 // run functions main() dispatches to.
 #pragma once
 
+#include "common/dpdk_session.hpp"
 #include "options.hpp"
 #include "shard.hpp"
 
@@ -52,14 +53,13 @@ tern::Endpoint client_bind(const tern::Endpoint& server, const RuntimeConfig& ru
 // group so the group (and its drivers) are gone first.
 class DriverSetup {
  public:
-  DriverSetup() = default;
-  DriverSetup(const DriverSetup&) = delete;
-  DriverSetup& operator=(const DriverSetup&) = delete;
-  ~DriverSetup();
-  bool open(const RuntimeConfig& runtime, std::string& error);
+  bool open(const RuntimeConfig& runtime, std::string& error) {
+    return runtime.driver != rt::DriverKind::dpdk ||
+           dpdk_.open(runtime.dpdk, static_cast<unsigned>(runtime.shards), error);
+  }
 
  private:
-  bool dpdk_ = false;
+  app::DpdkSession dpdk_{"tern-ping"};
 };
 
 // Blocks SIGINT/SIGTERM in the calling thread (threads started afterwards inherit the mask,

@@ -11,6 +11,7 @@
 #include "relay.hpp"
 
 #include "common/cli.hpp"
+#include "common/dpdk_options.hpp"
 
 #if TERN_RELAY_HAVE_DPDK
 #include "dpdk_driver.hpp"
@@ -183,17 +184,7 @@ bool apply_dpdk(const app::CommandLine& cl, RelayConfig& c, std::string& why) {
     flags.mbufs = static_cast<unsigned>(*n);
   }
   flags.huge = cl.has("dpdk-huge");
-  if (auto v = cl.value("dpdk-eal")) {
-    std::string_view rest = *v;
-    while (!rest.empty()) {
-      const std::size_t start = rest.find_first_not_of(' ');
-      if (start == std::string_view::npos) break;
-      rest = rest.substr(start);
-      const std::size_t end = rest.find(' ');
-      flags.eal.emplace_back(rest.substr(0, end));
-      rest = end == std::string_view::npos ? std::string_view{} : rest.substr(end);
-    }
-  }
+  if (auto v = cl.value("dpdk-eal")) flags.eal = app::split_words(*v);
   if (!drv::apply_dpdk_flags(flags, d, why)) return false;
   if (d.port.empty()) {
     return why =

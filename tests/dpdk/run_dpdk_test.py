@@ -21,13 +21,11 @@ Each test sets up and tears down what it needs. Exit 77 (skipped) when not root.
 import argparse
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
 
-STOP_TIMEOUT_S = 10
-STEP_TIMEOUT_S = 60
+from dpdk_test_support import STEP_TIMEOUT_S, Failures, fields, read, stop
 
 
 def sh(*cmd, check=True, ns=None):
@@ -36,20 +34,6 @@ def sh(*cmd, check=True, ns=None):
     if check and r.returncode != 0:
         raise RuntimeError(f"{' '.join(full)} failed ({r.returncode}): {r.stderr.strip()}")
     return r
-
-
-def stop(proc):
-    """SIGTERM, then SIGKILL; returns (stopped on SIGTERM, exit status)."""
-    if proc.poll() is not None:
-        return True, proc.returncode
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=STOP_TIMEOUT_S)
-        return True, proc.returncode
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=STOP_TIMEOUT_S)
-        return False, proc.returncode
 
 
 LOGS = []  # server logs: removed when every check passed
@@ -74,19 +58,13 @@ def start_server(cmd, log_prefix):
     raise RuntimeError(f"server did not start: {err.read().strip()}")
 
 
-def read(f):
-    f.seek(0)
-    return f.read()
-
-
 def server_mac(err_text):
     m = re.search(r"mac ([0-9a-f:]{17})", err_text)
     return m.group(1) if m else None
 
 
 def served_fields(out_text):
-    line = next((l for l in out_text.splitlines() if l.startswith("served ")), "")
-    return dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
+    return fields(out_text, "served")
 
 
 def run_client(cmd, ns=None):
@@ -99,19 +77,7 @@ def run_client(cmd, ns=None):
 
 
 def rtt_fields(text):
-    line = next((l for l in text.splitlines() if l.startswith("rtt_us ") or l.startswith("flood ")),
-                "")
-    return dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
-
-
-class Failures:
-    def __init__(self):
-        self.items = []
-
-    def check(self, ok, what):
-        print(("PASS: " if ok else "FAIL: ") + what, flush=True)
-        if not ok:
-            self.items.append(what)
+    return fields(text, "rtt_us", "flood")
 
 
 # ---- af_packet on a veth pair --------------------------------------------------------------------

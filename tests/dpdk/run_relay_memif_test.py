@@ -19,48 +19,12 @@ Sets up and tears down everything it uses (socket and config files in /tmp). Exi
 import argparse
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
 import urllib.request
 
-STOP_TIMEOUT_S = 15
-STEP_TIMEOUT_S = 60
-
-
-def stop(proc):
-    """SIGTERM, then SIGKILL; returns (stopped on SIGTERM, exit status)."""
-    if proc.poll() is not None:
-        return True, proc.returncode
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=STOP_TIMEOUT_S)
-        return True, proc.returncode
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=STOP_TIMEOUT_S)
-        return False, proc.returncode
-
-
-def read(f):
-    f.seek(0)
-    return f.read()
-
-
-def fields(text, prefix):
-    line = next((l for l in text.splitlines() if l.startswith(prefix + " ")), "")
-    return dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
-
-
-class Failures:
-    def __init__(self):
-        self.items = []
-
-    def check(self, ok, what):
-        print(("PASS: " if ok else "FAIL: ") + what, flush=True)
-        if not ok:
-            self.items.append(what)
+from dpdk_test_support import STEP_TIMEOUT_S, Failures, fields, read, stop
 
 
 def scrape(metrics_port):

@@ -1,9 +1,9 @@
-#include "dpdk_setup.hpp"
+#include "common/dpdk_session.hpp"
 
-#if TERN_LOADGEN_HAVE_DPDK
+#if TERN_APP_HAVE_DPDK
 #include "dpdk_driver.hpp"
 #endif
-#if TERN_LOADGEN_HAVE_DPDK_CONFIG
+#if TERN_APP_HAVE_DPDK_CONFIG
 #include "dpdk_config.hpp"
 #endif
 
@@ -11,26 +11,24 @@
 
 #include <cstdio>
 
-namespace tern::loadgen {
+namespace tern::app {
 
-DpdkSetup::~DpdkSetup() {
-#if TERN_LOADGEN_HAVE_DPDK
+DpdkSession::~DpdkSession() {
+#if TERN_APP_HAVE_DPDK
   if (!open_) return;
   if (drv::dpdk_initialized()) {
-    std::fprintf(stderr, "tern-loadgen: dpdk %s\n",
+    std::fprintf(stderr, "%s: dpdk %s\n", app_.c_str(),
                  drv::format_dpdk_stats(drv::dpdk_closed_drivers_stats()).c_str());
   }
   drv::dpdk_shutdown();
 #endif
 }
 
-bool DpdkSetup::open(const Config& config, std::string& error) {
-  if (config.driver != rt::DriverKind::dpdk) return true;
-#if TERN_LOADGEN_HAVE_DPDK
-  const DpdkOptions& o = config.dpdk;
+bool DpdkSession::open(const DpdkOptions& o, unsigned queues, std::string& error) {
+#if TERN_APP_HAVE_DPDK
   drv::DpdkConfig c;
   if (!o.config.empty()) {
-#if TERN_LOADGEN_HAVE_DPDK_CONFIG
+#if TERN_APP_HAVE_DPDK_CONFIG
     if (!drv::load_dpdk_config(o.config, c, error)) return false;
 #else
     error = "--dpdk-config: this build has no TOML support (toml++ not found)";
@@ -49,28 +47,29 @@ bool DpdkSetup::open(const Config& config, std::string& error) {
     return false;
   }
   open_ = true;
-  if (!drv::dpdk_init(c, 1, error)) return false;  // one client shard
+  if (!drv::dpdk_init(c, queues, error)) return false;
   const net::LinkConfig link = drv::dpdk_link();
-  std::fprintf(stderr, "tern-loadgen: dpdk port %s mac %s, %s\n", c.port.c_str(),
+  std::fprintf(stderr, "%s: dpdk port %s mac %s, %s\n", app_.c_str(), c.port.c_str(),
                drv::format_mac(link.mac).c_str(), drv::dpdk_describe().c_str());
   return true;
 #else
+  (void)o;
+  (void)queues;
   error = "--driver dpdk: this build has no DPDK driver";
   return false;
 #endif
 }
 
-tern::Endpoint DpdkSetup::client_bind(const Config& config) const {
-#if TERN_LOADGEN_HAVE_DPDK
+Endpoint dpdk_client_bind(const DpdkOptions& o) {
+#if TERN_APP_HAVE_DPDK
   const net::LinkConfig link = drv::dpdk_link();
-  const std::uint16_t port = config.dpdk.local_port != 0
-                                 ? config.dpdk.local_port
-                                 : static_cast<std::uint16_t>(40000 + ::getpid() % 20000);
-  return tern::Endpoint::v4(link.ipv4, port);
+  const std::uint16_t port =
+      o.local_port != 0 ? o.local_port : static_cast<std::uint16_t>(40000 + ::getpid() % 20000);
+  return Endpoint::v4(link.ipv4, port);
 #else
-  (void)config;
-  return tern::Endpoint::v4(0, 0);
+  (void)o;
+  return Endpoint::v4(0, 0);
 #endif
 }
 
-}  // namespace tern::loadgen
+}  // namespace tern::app
