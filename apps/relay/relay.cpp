@@ -562,6 +562,12 @@ std::string Relay::metrics_text() const {
         const rt::ShardCounters c = group_.counters(i);
         return static_cast<double>(c.loop_time_us - std::min(c.loop_time_us, c.idle_poll_us)) / 1e6;
       });
+  per_shard("tern_relay_retransmits_total", "counter",
+            "Reliable commands sent again: lost on the way, or queueing delay beyond the RTO.",
+            [&](std::size_t i) { return group_.counters(i).retransmits; });
+  per_shard("tern_relay_peer_timeouts_total", "counter",
+            "Clients disconnected because they stopped acknowledging.",
+            [&](std::size_t i) { return group_.counters(i).timeouts; });
   per_shard("tern_relay_control_held_total", "counter",
             "Joins, leaves and bans a full cross-shard ring refused; held and sent in order.",
             [&](std::size_t i) { return stats_[i]->control_held.load(); });

@@ -86,6 +86,8 @@ struct Shard::LiveCounters {
   std::atomic<std::uint64_t> posted_run{0};
   std::atomic<std::uint64_t> drops{0};
   std::atomic<std::uint64_t> peer_timer_runs{0};
+  std::atomic<std::uint64_t> retransmits{0};
+  std::atomic<std::uint64_t> timeouts{0};
   std::atomic<std::uint64_t> tx_dropped{0};
   std::atomic<std::uint64_t> cross_sent{0};
   std::atomic<std::uint64_t> cross_received{0};
@@ -448,6 +450,8 @@ void Shard::publish_counters(const D& driver) {
   l.posted_run.store(posted_run_, r);
   l.drops.store(c.drops.total(), r);
   l.peer_timer_runs.store(c.peer_timer_runs, r);
+  l.retransmits.store(c.retransmits, r);
+  l.timeouts.store(c.timeouts, r);
   const DriverStats d = driver.stats();
   l.tx_dropped.store(d.tx_dropped, r);
   l.tx_backlog.store(d.tx_backlog, r);
@@ -512,6 +516,8 @@ ShardCounters Shard::counters() const {
   s.posted_run = l.posted_run.load(r);
   s.drops = l.drops.load(r);
   s.peer_timer_runs = l.peer_timer_runs.load(r);
+  s.retransmits = l.retransmits.load(r);
+  s.timeouts = l.timeouts.load(r);
   s.tx_dropped = l.tx_dropped.load(r);
   s.tx_backlog = l.tx_backlog.load(r);
   s.port.link = l.link.load(r);
@@ -660,6 +666,8 @@ ShardCounters ShardGroup::total() const {
     t.posted_run += c.posted_run;
     t.drops += c.drops;
     t.peer_timer_runs += c.peer_timer_runs;
+    t.retransmits += c.retransmits;
+    t.timeouts += c.timeouts;
     t.tx_dropped += c.tx_dropped;
     t.tx_backlog += c.tx_backlog;
     if (c.port.link == 0 || (c.port.link == 1 && t.port.link != 0)) t.port.link = c.port.link;

@@ -99,6 +99,8 @@ struct ShardCounters {
   std::uint64_t posted_run = 0;       // post()ed functions executed
   std::uint64_t drops = 0;            // the core's drop total, every reason
   std::uint64_t peer_timer_runs = 0;  // peers whose timer fired: the work idle peers cost
+  std::uint64_t retransmits = 0;      // reliable commands sent again: loss, or an RTO too short
+  std::uint64_t timeouts = 0;         // peers disconnected because they stopped answering
   std::uint64_t tx_dropped = 0;       // refused by the driver
   std::uint64_t tx_backlog = 0;       // held by the driver for a full transmit queue (gauge)
   std::uint64_t cross_sent = 0;       // messages this shard put on other shards' rings

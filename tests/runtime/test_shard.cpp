@@ -344,6 +344,40 @@ TEST(Shard, BusyPollingCountsThePollsThatFoundNothingApartFromWork) {
   EXPECT_LT(c.idle_poll_us, c.loop_time_us);
 }
 
+TEST(Shard, CountsRetransmitsAndTimeoutsOfAPeerThatStopsAnswering) {
+  ShardGroupOptions o = echo_options(DriverKind::socket);
+  o.shards = 1;
+  o.host.timeout_minimum_ms = 300;  // give up on a silent peer within a second or so
+  o.host.timeout_maximum_ms = 1000;
+  ShardGroup group(o);
+  group.set_event_handler([](Shard& s, Event& ev) {
+    if (ev.type != EventType::connect) return;
+    const std::array<std::byte, 4> hello{};
+    s.core().send(ev.peer, 0, Delivery::reliable, std::span<const std::byte>(hello));
+  });
+  std::string error;
+  ASSERT_TRUE(group.start(error)) << error;
+  auto client = Host::listen(HostOptions{}, *Endpoint::parse("127.0.0.1:0"), error);
+  ASSERT_NE(client, nullptr) << error;
+  const PeerHandle peer = client->connect(group.local_endpoint(), 1);
+  ASSERT_TRUE(peer.valid());
+  // Service until the shard's message arrives, then fall silent: the shard's pings (reliable,
+  // every 500 ms) go unacknowledged, are resent, and the peer is given up for timed out.
+  bool got_hello = false;
+  Event ev;
+  const auto deadline = Clock::now() + 10s;
+  while (!got_hello && Clock::now() < deadline) {
+    while (client->service(ev, 1ms)) got_hello = got_hello || ev.type == EventType::receive;
+  }
+  ASSERT_TRUE(got_hello);
+  EXPECT_EQ(group.counters(0).timeouts, 0u);
+  EXPECT_TRUE(wait_until([&] { return group.counters(0).timeouts == 1; }, 10000ms));
+  const ShardCounters c = group.counters(0);
+  EXPECT_GT(c.retransmits, 0u);
+  EXPECT_EQ(c.peers, 0u);
+  EXPECT_TRUE(group.stop(5000ms));
+}
+
 TEST(Shard, StartFailsCleanlyWhenThePortIsTaken) {
   // A plain socket without SO_REUSEPORT owns the port, so shard 0 cannot bind it.
   std::string error;
