@@ -1737,17 +1737,23 @@ struct HostCore::Impl {
 
   // ---- output -------------------------------------------------------------------------
 
-  // enet_protocol_check_timeouts; true when the peer timed out (and is gone).
+  // enet_protocol_check_timeouts, with one departure: the walk stops at the first command
+  // still inside its timeout. ENet walks the whole of sent_reliable on every check; under
+  // load that list holds a window's worth of commands per peer, each check touches all of
+  // them (cache misses on a linked list), and the load generator spent ~35% of its time there
+  // once a burst of delay had started the retransmissions: the slower it got, the more was in
+  // flight and the costlier each check, a collapse ENet shares. The list is in send order, so
+  // what lies behind the first live command was sent later; one whose own (smaller) timeout
+  // has passed is resent when the commands ahead of it expire or are acknowledged, as TCP's
+  // single retransmission timer would. Nothing on the wire changes.
+  // True when the peer timed out (and is gone).
   bool check_timeouts(Peer& p) {
     PeerQueues& q = queues(p);
     OutCmd* insert_after = nullptr;
     OutCmd* c = q.sent_reliable.front();
     while (c != nullptr) {
       OutCmd* next = c->next_;
-      if (now_ms - c->sent_time_ms < c->rto_ms) {
-        c = next;
-        continue;
-      }
+      if (now_ms - c->sent_time_ms < c->rto_ms) break;
       if (q.earliest_timeout == 0 || c->sent_time_ms < q.earliest_timeout) {
         q.earliest_timeout = c->sent_time_ms;
       }
