@@ -574,10 +574,17 @@ int run(const Config& config) {
   std::uint64_t pending_since = 0;  // a snapshot was requested at this time (0: none)
   std::uint64_t next_progress = traffic_ns + 1'000'000'000;
   std::uint64_t last_progress = traffic_ns, last_sent = 0, last_delivered = 0;
-  std::uint64_t last_retransmits = 0;
-  auto retransmits_so_far = [&] {
-    std::uint64_t n = 0;
-    for (const auto& g : groups.groups) n += g->total().retransmits;
+  std::uint64_t last_retransmits = 0, last_slow_polls = 0;
+  // The client side's retransmits and poll iterations over 1 ms so far.
+  auto client_side_so_far = [&] {
+    std::pair<std::uint64_t, std::uint64_t> n{0, 0};
+    for (const auto& g : groups.groups) {
+      const tern::rt::ShardCounters c = g->total();
+      n.first += c.retransmits;
+      for (std::size_t b = 0; b < tern::rt::kLoopTimeBuckets; ++b) {
+        if (tern::rt::loop_time_bucket_bound_us(b) > 1024) n.second += c.loop_time[b];
+      }
+    }
     return n;
   };
   bool interrupted = false;
@@ -618,7 +625,7 @@ int run(const Config& config) {
           }
           const std::uint64_t sent_total = total(lg, &Lane::sent_total);
           const std::uint64_t delivered_total = total(lg, &Lane::delivered_total);
-          const std::uint64_t retransmits = retransmits_so_far();
+          const auto [retransmits, slow_polls] = client_side_so_far();
           const double dt = static_cast<double>(pending_since - last_progress) / 1e9;
           // Settled loss: copies owed for messages sent at least kLiveLostAgeNs ago.
           std::uint64_t owed = 0, got = 0;
@@ -632,14 +639,16 @@ int run(const Config& config) {
           std::fprintf(stderr,
                        "t=%" PRIu64 "s clients=%" PRIu64
                        "/%zu sent/s=%.0f delivered/s=%.0f "
-                       "p99_ms=%.2f lost=%" PRIu64 " retransmits/s=%.0f\n",
+                       "p99_ms=%.2f lost=%" PRIu64 " retransmits/s=%.0f slow_polls=%" PRIu64 "\n",
                        (pending_since - traffic_ns + 500'000'000) / 1'000'000'000,
                        connected - std::min<std::uint64_t>(connected, total(lg, &Lane::dropped)), n,
                        static_cast<double>(sent_total - last_sent) / dt,
                        static_cast<double>(delivered_total - last_delivered) / dt,
                        progress_hist->percentile(99) / 1e6, owed > got ? owed - got : 0,
-                       static_cast<double>(retransmits - last_retransmits) / dt);
+                       static_cast<double>(retransmits - last_retransmits) / dt,
+                       slow_polls - last_slow_polls);
           last_retransmits = retransmits;
+          last_slow_polls = slow_polls;
           last_progress = pending_since;
           last_sent = sent_total;
           last_delivered = delivered_total;
@@ -688,11 +697,20 @@ int run(const Config& config) {
   const std::string driver = groups.groups.front()->driver_name(0);
   // The client side's reliability work: retransmits climbing with the offered rate mean
   // queueing delay has outgrown the RTO (spurious resends), the first sign of overload.
-  std::uint64_t retransmits = 0, busy_us = 0;
+  // Poll iterations that ran past 1 ms: while a shard is stuck that long, the relay's copies
+  // pile up in front of it (a memif ring holds ~1,000 datagrams), so they mark the client
+  // side's own stalls, the usual first cause of loss at high rates.
+  std::uint64_t retransmits = 0, busy_us = 0, slow_polls = 0, longest_poll_bound_us = 0;
   for (const auto& g : groups.groups) {
     const tern::rt::ShardCounters c = g->total();
     retransmits += c.retransmits;
     busy_us += c.loop_time_us - std::min(c.loop_time_us, c.idle_poll_us);
+    for (std::size_t b = 0; b < tern::rt::kLoopTimeBuckets; ++b) {
+      if (c.loop_time[b] == 0) continue;
+      const std::uint64_t bound = tern::rt::loop_time_bucket_bound_us(b);
+      longest_poll_bound_us = std::max(longest_poll_bound_us, bound);
+      if (bound > 1024) slow_polls += c.loop_time[b];
+    }
   }
 
   std::printf(
@@ -716,8 +734,14 @@ int run(const Config& config) {
   std::printf("  %-14s %" PRIu64 "\n", "mismatched", mismatched);
   std::printf("  %-14s p50 %.1f  p90 %.1f  p99 %.1f  p99.9 %.1f  max %.1f  (%zu samples)\n",
               "latency us", s.p50, s.p90, s.p99, s.p999, s.max, s.count);
-  std::printf("  %-14s %" PRIu64 " retransmits, %.2f s working\n", "client side", retransmits,
-              static_cast<double>(busy_us) / 1e6);
+  std::printf(
+      "  %-14s %" PRIu64 " retransmits, %.2f s working, %" PRIu64
+      " polls over 1 ms (longest %s %.1f ms)\n",
+      "client side", retransmits, static_cast<double>(busy_us) / 1e6, slow_polls,
+      longest_poll_bound_us >= tern::rt::loop_time_bucket_bound_us(tern::rt::kLoopTimeBuckets - 1)
+          ? "over"
+          : "at most",
+      static_cast<double>(longest_poll_bound_us) / 1000.0);
   std::printf("  %-14s %" PRIu64 "/%" PRIu64 " disconnected gracefully%s\n", "goodbye", goodbyes,
               connected - std::min(connected, dropped), all_gone ? "" : " (timed out)");
   std::printf("loadgen clients=%zu rooms=%zu room_size=%zu rate=%" PRIu64
@@ -725,10 +749,11 @@ int run(const Config& config) {
               " delivered=%" PRIu64 " lost=%" PRIu64 " duplicates=%" PRIu64 " out_of_order=%" PRIu64
               " misrouted=%" PRIu64 " mismatched=%" PRIu64
               " delivered_per_s=%.0f latency_us p50=%.1f p90=%.1f p99=%.1f p99.9=%.1f "
-              "max=%.1f connect_ms=%.1f retransmits=%" PRIu64 " busy_us=%" PRIu64 "\n",
+              "max=%.1f connect_ms=%.1f retransmits=%" PRIu64 " busy_us=%" PRIu64
+              " slow_polls=%" PRIu64 "\n",
               n, rooms, r, config.rate_hz, config.size, delivery, duration_s, sent, expected,
               delivered, lost, duplicates, out_of_order, misrouted, mismatched, delivered_per_s,
-              s.p50, s.p90, s.p99, s.p999, s.max, connect_ms, retransmits, busy_us);
+              s.p50, s.p90, s.p99, s.p999, s.max, connect_ms, retransmits, busy_us, slow_polls);
   std::fflush(stdout);
 
   int status = kExitOk;

@@ -45,10 +45,17 @@ def run(relay_args, loadgen_args, what, exact):
         if exact:
             check(delivered == expected and f.get("lost") == "0",
                   f"{what}: delivered == expected ({delivered} of {expected})")
+        # The client side's reliability work and its own working time are reported.
+        check(all(f.get(k, "").isdigit() for k in ("retransmits", "busy_us", "slow_polls")),
+              f"{what}: retransmits, busy_us and slow_polls reported")
+        check(int(f.get("busy_us", "0")) > 0, f"{what}: the load took working time")
     finally:
         relay.terminate()
         out, _ = relay.communicate(timeout=20)
         check(relay.returncode == 0 and "drained=yes" in out, f"{what}: relay drained ({out.strip()[:200]})")
+        stopped = dict(re.findall(r"(\S+)=(\S+)", out))
+        check(stopped.get("retransmits", "").isdigit(), f"{what}: relay reports retransmits")
+        check(stopped.get("timeouts") == "0", f"{what}: no client timed out ({stopped.get('timeouts')})")
 
 
 common = ["--clients", "400", "--room-size", "8", "--rate", "20", "--duration", "2",
