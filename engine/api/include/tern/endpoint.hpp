@@ -38,9 +38,16 @@ struct Endpoint {
     return e;
   }
 
+  // Both run once or more per datagram; written as word compares because GCC turns the
+  // byte-array forms into calls to memcmp.
   bool is_v4() const {
-    static constexpr std::uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    return std::memcmp(addr.data(), prefix, 12) == 0;
+    static constexpr std::uint8_t mapped[4] = {0, 0, 0xff, 0xff};
+    std::uint64_t head;
+    std::uint32_t mark, want;
+    std::memcpy(&head, addr.data(), 8);
+    std::memcpy(&mark, addr.data() + 8, 4);
+    std::memcpy(&want, mapped, 4);
+    return head == 0 && mark == want;
   }
   std::uint32_t v4_host_order() const {
     return (std::uint32_t{addr[12]} << 24) | (std::uint32_t{addr[13]} << 16) |
@@ -54,7 +61,14 @@ struct Endpoint {
     return true;
   }
 
-  friend bool operator==(const Endpoint&, const Endpoint&) = default;
+  friend bool operator==(const Endpoint& a, const Endpoint& b) {
+    std::uint64_t a0, a1, b0, b1;
+    std::memcpy(&a0, a.addr.data(), 8);
+    std::memcpy(&a1, a.addr.data() + 8, 8);
+    std::memcpy(&b0, b.addr.data(), 8);
+    std::memcpy(&b1, b.addr.data() + 8, 8);
+    return ((a0 ^ b0) | (a1 ^ b1)) == 0 && a.port == b.port;
+  }
 
   // "1.2.3.4:5", "[::1]:5"
   std::string to_string() const;
