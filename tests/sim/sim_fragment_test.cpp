@@ -189,7 +189,7 @@ TEST(SimFragments, UnreliableFragmentsIntactOrAbsentUnsequencedArrive) {
 
   std::string arrivals;
   for (auto [size, n] : unreliable_arrived) {
-    arrivals += " " + std::to_string(size) + "B:" + std::to_string(n);
+    arrivals.append(" ").append(std::to_string(size)).append("B:").append(std::to_string(n));
   }
   std::printf("[sim] fragments_unreliable: %llu/%u unreliable arrived (%s ), %zu/%u unsequenced\n",
               static_cast<unsigned long long>(at_server.total()), kRounds, arrivals.c_str(),

@@ -170,7 +170,10 @@ void SimHarness::print_summary() const {
     for (std::size_t i = 0; i < proto::kDropCount; ++i) {
       const auto d = static_cast<proto::Drop>(i);
       if (c.drops[d] != 0)
-        reasons += " " + std::string(proto::drop_name(d)) + "=" + std::to_string(c.drops[d]);
+        reasons.append(" ")
+            .append(proto::drop_name(d))
+            .append("=")
+            .append(std::to_string(c.drops[d]));
     }
     if (!reasons.empty()) std::printf("[sim]            drops:%s\n", reasons.c_str());
     for (const auto& e : h->log) {

@@ -53,7 +53,11 @@ struct Tally {
       if (seen[i] != 0) continue;
       std::uint32_t j = i;
       while (j + 1 < kMessages && seen[j + 1] == 0) ++j;
-      if (++ranges <= 20) out += std::to_string(i) + (j > i ? "-" + std::to_string(j) : "") + " ";
+      if (++ranges <= 20) {
+        out += std::to_string(i);
+        if (j > i) out.append("-").append(std::to_string(j));
+        out += ' ';
+      }
       i = j;
     }
     if (ranges > 20) out += "... (" + std::to_string(ranges) + " ranges)";
