@@ -6,6 +6,7 @@
 //   - When the queue makes no progress for the give-up time, the held frames are dropped and
 //     counted.
 #include "dpdk_driver.hpp"
+#include "ring_loopback.hpp"
 
 #include <gtest/gtest.h>
 
@@ -26,15 +27,7 @@ constexpr std::uint16_t kPort = 7001;
 class DpdkBacklog : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    drv::DpdkConfig c;
-    c.port = "net_ring0";
-    c.link.ipv4 = kIp;
-    c.link.ipv4_prefix_len = 24;
-    c.link.mac = {{0x02, 0x00, 0x00, 0x00, 0x00, 0x02}};
-    c.static_arp = {{kIp, c.link.mac}};
-    c.drop_own_frames = false;
-    c.mbufs = 8191;
-    c.eal_args = {"--log-level=lib.eal:error"};
+    const drv::DpdkConfig c = test::ring_loopback_config(kIp, 0x02, 8191);
     std::string error;
     ASSERT_TRUE(drv::dpdk_init(c, 1, error)) << error;
   }

@@ -5,6 +5,7 @@
 //
 //   build-release/tests/dpdk/dpdk_frame_bench [--benchmark_min_time=1]
 #include "dpdk_driver.hpp"
+#include "ring_loopback.hpp"
 
 #include <benchmark/benchmark.h>
 
@@ -25,16 +26,8 @@ bool g_failed = false;  // a benchmark lost frames or could not run: exit status
 
 bool init_once() {
   static const bool ok = [] {
-    drv::DpdkConfig c;
-    c.port = "net_ring0";
-    c.link.ipv4 = kIp;
-    c.link.ipv4_prefix_len = 24;
-    c.link.mac = {{0x02, 0x00, 0x00, 0x00, 0x00, 0x01}};
     // Datagrams go to our own address and come back through the ring.
-    c.static_arp = {{kIp, c.link.mac}};
-    c.drop_own_frames = false;
-    c.mbufs = 4096;
-    c.eal_args = {"--log-level=lib.eal:error"};
+    const drv::DpdkConfig c = test::ring_loopback_config(kIp, 0x01, 4096);
     std::string error;
     if (!drv::dpdk_init(c, 1, error)) {
       std::fprintf(stderr, "dpdk_frame_bench: %s\n", error.c_str());
