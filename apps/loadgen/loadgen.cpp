@@ -352,9 +352,36 @@ std::uint64_t total(const LoadGen& lg, std::atomic<T> Lane::*field) {
   return sum;
 }
 
+// The client side's own work, summed over its shards. Retransmits climbing with the offered
+// rate mean queueing delay has outgrown the RTO, the first sign of overload. Poll iterations
+// over 1 ms are the load generator's own stalls: while one runs, the relay's copies pile up in
+// front of it (a memif ring holds ~1,000 datagrams).
+struct ClientSide {
+  std::uint64_t retransmits = 0;
+  std::uint64_t busy_us = 0;  // polls that found nothing excluded
+  std::uint64_t slow_polls = 0;
+  std::uint64_t longest_poll_bound_us = 0;  // loop-time bucket bound of the longest poll
+};
+
 struct Groups {
   std::vector<std::unique_ptr<rt::ShardGroup>> groups;
   std::size_t per_group = 1;  // shards (lanes) per group
+
+  ClientSide client_side() const {
+    ClientSide t;
+    for (const auto& g : groups) {
+      const rt::ShardCounters c = g->total();
+      t.retransmits += c.retransmits;
+      t.busy_us += c.loop_time_us - std::min(c.loop_time_us, c.idle_poll_us);
+      for (std::size_t b = 0; b < rt::kLoopTimeBuckets; ++b) {
+        if (c.loop_time[b] == 0) continue;
+        const std::uint64_t bound = rt::loop_time_bucket_bound_us(b);
+        t.longest_poll_bound_us = std::max(t.longest_poll_bound_us, bound);
+        if (bound > 1024) t.slow_polls += c.loop_time[b];
+      }
+    }
+    return t;
+  }
 
   template <class Task>
   void post(Lane& lane, Task task) {
@@ -575,18 +602,6 @@ int run(const Config& config) {
   std::uint64_t next_progress = traffic_ns + 1'000'000'000;
   std::uint64_t last_progress = traffic_ns, last_sent = 0, last_delivered = 0;
   std::uint64_t last_retransmits = 0, last_slow_polls = 0;
-  // The client side's retransmits and poll iterations over 1 ms so far.
-  auto client_side_so_far = [&] {
-    std::pair<std::uint64_t, std::uint64_t> n{0, 0};
-    for (const auto& g : groups.groups) {
-      const tern::rt::ShardCounters c = g->total();
-      n.first += c.retransmits;
-      for (std::size_t b = 0; b < tern::rt::kLoopTimeBuckets; ++b) {
-        if (tern::rt::loop_time_bucket_bound_us(b) > 1024) n.second += c.loop_time[b];
-      }
-    }
-    return n;
-  };
   bool interrupted = false;
   // Each tick wakes every lane's thread. With many source groups (one thread each) on few
   // CPUs, 1 ms ticks would spend the load generator's CPU on wake-ups, so the period grows
@@ -625,7 +640,8 @@ int run(const Config& config) {
           }
           const std::uint64_t sent_total = total(lg, &Lane::sent_total);
           const std::uint64_t delivered_total = total(lg, &Lane::delivered_total);
-          const auto [retransmits, slow_polls] = client_side_so_far();
+          const ClientSide now_side = groups.client_side();
+          const std::uint64_t retransmits = now_side.retransmits, slow_polls = now_side.slow_polls;
           const double dt = static_cast<double>(pending_since - last_progress) / 1e9;
           // Settled loss: copies owed for messages sent at least kLiveLostAgeNs ago.
           std::uint64_t owed = 0, got = 0;
@@ -695,23 +711,10 @@ int run(const Config& config) {
   const tern::app::LatencySummary s = histogram.summary(1e-3);
   const char* delivery = to_string(config.delivery);
   const std::string driver = groups.groups.front()->driver_name(0);
-  // The client side's reliability work: retransmits climbing with the offered rate mean
-  // queueing delay has outgrown the RTO (spurious resends), the first sign of overload.
-  // Poll iterations that ran past 1 ms: while a shard is stuck that long, the relay's copies
-  // pile up in front of it (a memif ring holds ~1,000 datagrams), so they mark the client
-  // side's own stalls, the usual first cause of loss at high rates.
-  std::uint64_t retransmits = 0, busy_us = 0, slow_polls = 0, longest_poll_bound_us = 0;
-  for (const auto& g : groups.groups) {
-    const tern::rt::ShardCounters c = g->total();
-    retransmits += c.retransmits;
-    busy_us += c.loop_time_us - std::min(c.loop_time_us, c.idle_poll_us);
-    for (std::size_t b = 0; b < tern::rt::kLoopTimeBuckets; ++b) {
-      if (c.loop_time[b] == 0) continue;
-      const std::uint64_t bound = tern::rt::loop_time_bucket_bound_us(b);
-      longest_poll_bound_us = std::max(longest_poll_bound_us, bound);
-      if (bound > 1024) slow_polls += c.loop_time[b];
-    }
-  }
+  const ClientSide side = groups.client_side();
+  const std::uint64_t retransmits = side.retransmits, busy_us = side.busy_us,
+                      slow_polls = side.slow_polls,
+                      longest_poll_bound_us = side.longest_poll_bound_us;
 
   std::printf(
       "tern-loadgen -> %s: %zu clients in %zu rooms of %zu%s, %s on %u channel%s, %zu B at "
