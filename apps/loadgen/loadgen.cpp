@@ -361,6 +361,7 @@ struct ClientSide {
   std::uint64_t busy_us = 0;  // polls that found nothing excluded
   std::uint64_t slow_polls = 0;
   std::uint64_t longest_poll_bound_us = 0;  // loop-time bucket bound of the longest poll
+  std::uint64_t tx_waits = 0;               // flushes held back for a full transmit queue (DPDK)
 };
 
 struct Groups {
@@ -372,6 +373,7 @@ struct Groups {
     for (const auto& g : groups) {
       const rt::ShardCounters c = g->total();
       t.retransmits += c.retransmits;
+      t.tx_waits += c.tx_waits;
       t.busy_us += c.loop_time_us - std::min(c.loop_time_us, c.idle_poll_us);
       for (std::size_t b = 0; b < rt::kLoopTimeBuckets; ++b) {
         if (c.loop_time[b] == 0) continue;
@@ -714,7 +716,7 @@ int run(const Config& config) {
   const ClientSide side = groups.client_side();
   const std::uint64_t retransmits = side.retransmits, busy_us = side.busy_us,
                       slow_polls = side.slow_polls,
-                      longest_poll_bound_us = side.longest_poll_bound_us;
+                      longest_poll_bound_us = side.longest_poll_bound_us, tx_waits = side.tx_waits;
 
   std::printf(
       "tern-loadgen -> %s: %zu clients in %zu rooms of %zu%s, %s on %u channel%s, %zu B at "
@@ -739,12 +741,12 @@ int run(const Config& config) {
               "latency us", s.p50, s.p90, s.p99, s.p999, s.max, s.count);
   std::printf(
       "  %-14s %" PRIu64 " retransmits, %.2f s working, %" PRIu64
-      " polls over 1 ms (longest %s %.1f ms)\n",
+      " polls over 1 ms (longest %s %.1f ms), %" PRIu64 " flushes held for a full tx queue\n",
       "client side", retransmits, static_cast<double>(busy_us) / 1e6, slow_polls,
       longest_poll_bound_us >= tern::rt::loop_time_bucket_bound_us(tern::rt::kLoopTimeBuckets - 1)
           ? "over"
           : "at most",
-      static_cast<double>(longest_poll_bound_us) / 1000.0);
+      static_cast<double>(longest_poll_bound_us) / 1000.0, tx_waits);
   std::printf("  %-14s %" PRIu64 "/%" PRIu64 " disconnected gracefully%s\n", "goodbye", goodbyes,
               connected - std::min(connected, dropped), all_gone ? "" : " (timed out)");
   std::printf("loadgen clients=%zu rooms=%zu room_size=%zu rate=%" PRIu64
@@ -753,10 +755,11 @@ int run(const Config& config) {
               " misrouted=%" PRIu64 " mismatched=%" PRIu64
               " delivered_per_s=%.0f latency_us p50=%.1f p90=%.1f p99=%.1f p99.9=%.1f "
               "max=%.1f connect_ms=%.1f retransmits=%" PRIu64 " busy_us=%" PRIu64
-              " slow_polls=%" PRIu64 "\n",
+              " slow_polls=%" PRIu64 " tx_waits=%" PRIu64 "\n",
               n, rooms, r, config.rate_hz, config.size, delivery, duration_s, sent, expected,
               delivered, lost, duplicates, out_of_order, misrouted, mismatched, delivered_per_s,
-              s.p50, s.p90, s.p99, s.p999, s.max, connect_ms, retransmits, busy_us, slow_polls);
+              s.p50, s.p90, s.p99, s.p999, s.max, connect_ms, retransmits, busy_us, slow_polls,
+              tx_waits);
   std::fflush(stdout);
 
   int status = kExitOk;

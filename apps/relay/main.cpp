@@ -319,7 +319,7 @@ int main(int argc, char** argv) {
   std::printf(
       "relay stopped signal=%d drained=%s peers_at_stop=%llu connects=%llu disconnects=%llu "
       "messages_in=%llu copies_out=%llu datagrams_in=%llu datagrams_out=%llu busy_us=%llu "
-      "retransmits=%llu timeouts=%llu",
+      "retransmits=%llu timeouts=%llu tx_waits=%llu tx_dropped=%llu",
       sig, drained ? "yes" : "no", static_cast<unsigned long long>(before.peers),
       static_cast<unsigned long long>(t.connects), static_cast<unsigned long long>(t.disconnects),
       static_cast<unsigned long long>(relay.messages_in()),
@@ -327,7 +327,8 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>(t.datagrams_in),
       static_cast<unsigned long long>(t.datagrams_out),
       static_cast<unsigned long long>(t.loop_time_us - std::min(t.loop_time_us, t.idle_poll_us)),
-      static_cast<unsigned long long>(t.retransmits), static_cast<unsigned long long>(t.timeouts));
+      static_cast<unsigned long long>(t.retransmits), static_cast<unsigned long long>(t.timeouts),
+      static_cast<unsigned long long>(t.tx_waits), static_cast<unsigned long long>(t.tx_dropped));
   for (std::size_t d = 0; d < kRelayDropCount; ++d) {
     std::printf(" %s=%llu", relay_drop_name(static_cast<RelayDrop>(d)),
                 static_cast<unsigned long long>(relay.drops(static_cast<RelayDrop>(d))));

@@ -574,6 +574,9 @@ std::string Relay::metrics_text() const {
   per_shard("tern_relay_tx_dropped_total", "counter",
             "Datagrams the driver could not send (full transmit queue, unresolved next hop).",
             [&](std::size_t i) { return group_.counters(i).tx_dropped; });
+  per_shard("tern_relay_tx_waits_total", "counter",
+            "Flushes put off because the transmit queue was full (DPDK): delay, not loss.",
+            [&](std::size_t i) { return group_.counters(i).tx_waits; });
   per_shard("tern_relay_tx_backlog", "gauge",
             "Datagrams held for a full transmit queue (DPDK), sent before new ones.",
             [&](std::size_t i) { return group_.counters(i).tx_backlog; });

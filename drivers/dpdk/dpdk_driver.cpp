@@ -1056,6 +1056,10 @@ std::size_t DpdkDriver::rx_burst(std::span<rt::RxFrame> out) {
   return k;
 }
 
+// The backlog is the slack: a burst that finds the queue full waits there, and once it is full
+// the shard holds its datagrams back rather than have them dropped.
+std::size_t DpdkDriver::tx_room() const { return kBacklogCapacity - impl_->backlog_n; }
+
 std::size_t DpdkDriver::tx_burst(std::span<const rt::TxFrame> frames) {
   Impl& d = *impl_;
   const std::uint64_t now = steady_us();

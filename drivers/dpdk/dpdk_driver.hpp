@@ -175,6 +175,7 @@ class DpdkDriver final : public rt::Driver {
 
   std::size_t rx_burst(std::span<rt::RxFrame> out) override;
   std::size_t tx_burst(std::span<const rt::TxFrame> frames) override;
+  std::size_t tx_room() const override;
   void wait(std::uint64_t timeout_us) override;
   void set_wake_fd(int fd) override { wake_fd_ = fd; }
 

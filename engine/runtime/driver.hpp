@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string>
 
@@ -68,6 +69,12 @@ class Driver {
   // Send the frames; returns how many were handed to the backend (the rest are dropped and
   // counted in tx_dropped: UDP offers no back-pressure contract worth blocking for).
   virtual std::size_t tx_burst(std::span<const TxFrame> frames) = 0;
+  // How many frames tx_burst would take now without dropping any. A shard builds no more than
+  // this, so a transmit queue that fills (the peer stopped reading for a moment) holds the rest
+  // back in the protocol core as delay instead of turning it into loss, which reliable delivery
+  // would then repair with retransmissions into the same full queue. Backends that cannot tell
+  // (kernel sockets) say "unlimited".
+  virtual std::size_t tx_room() const { return std::numeric_limits<std::size_t>::max(); }
   // Sleep until a frame may be ready or `timeout_us` passed (0 = just check). Returns early on
   // traffic, and when the wake fd (below) becomes readable. Drivers whose time is virtual (sim)
   // return immediately.

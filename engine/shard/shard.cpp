@@ -89,6 +89,7 @@ struct Shard::LiveCounters {
   std::atomic<std::uint64_t> retransmits{0};
   std::atomic<std::uint64_t> timeouts{0};
   std::atomic<std::uint64_t> tx_dropped{0};
+  std::atomic<std::uint64_t> tx_waits{0};
   std::atomic<std::uint64_t> cross_sent{0};
   std::atomic<std::uint64_t> cross_received{0};
   std::atomic<std::uint64_t> cross_dropped{0};
@@ -384,7 +385,14 @@ template <class D>
 void Shard::transmit(D& driver) {
   const std::size_t chunk_max = std::clamp<std::size_t>(driver.caps().max_burst, 1, kBatch);
   for (;;) {
-    const std::size_t n = core_.flush(now_, out_);
+    // What does not fit waits in the core (dirty peers resume where they stopped) and goes
+    // out on a later iteration, after rx_burst has given the driver a chance to drain.
+    const std::size_t room = std::min(out_.size(), driver.tx_room());
+    if (room == 0) {
+      ++tx_waits_;
+      return;
+    }
+    const std::size_t n = core_.flush(now_, std::span<proto::OutDatagram>(out_).first(room));
     for (std::size_t sent = 0; sent < n; sent += chunk_max) {
       const std::size_t chunk = std::min(chunk_max, n - sent);
       for (std::size_t i = 0; i < chunk; ++i) {
@@ -394,7 +402,7 @@ void Shard::transmit(D& driver) {
       // Refusals are counted in the driver's stats; loss is the protocol's job.
       driver.tx_burst(std::span<const TxFrame>(tx_.data(), chunk));
     }
-    if (n < out_.size()) return;
+    if (n < room) return;
   }
 }
 
@@ -469,6 +477,7 @@ void Shard::publish_counters(const D& driver) {
   for (std::size_t i = 0; i < kLoopTimeBuckets; ++i) l.loop_time[i].store(loop_time_[i], r);
   l.loop_time_us.store(loop_time_us_, r);
   l.idle_polls.store(idle_polls_, r);
+  l.tx_waits.store(tx_waits_, r);
   l.idle_poll_us.store(idle_poll_us_, r);
 }
 
@@ -535,6 +544,7 @@ ShardCounters Shard::counters() const {
   for (std::size_t i = 0; i < kLoopTimeBuckets; ++i) s.loop_time[i] = l.loop_time[i].load(r);
   s.loop_time_us = l.loop_time_us.load(r);
   s.idle_polls = l.idle_polls.load(r);
+  s.tx_waits = l.tx_waits.load(r);
   s.idle_poll_us = l.idle_poll_us.load(r);
   return s;
 }
@@ -685,6 +695,7 @@ ShardCounters ShardGroup::total() const {
     for (std::size_t i = 0; i < kLoopTimeBuckets; ++i) t.loop_time[i] += c.loop_time[i];
     t.loop_time_us += c.loop_time_us;
     t.idle_polls += c.idle_polls;
+    t.tx_waits += c.tx_waits;
     t.idle_poll_us += c.idle_poll_us;
   }
   return t;

@@ -103,6 +103,7 @@ struct ShardCounters {
   std::uint64_t timeouts = 0;         // peers disconnected because they stopped answering
   std::uint64_t tx_dropped = 0;       // refused by the driver
   std::uint64_t tx_backlog = 0;       // held by the driver for a full transmit queue (gauge)
+  std::uint64_t tx_waits = 0;         // flushes put off because the driver had no transmit room
   std::uint64_t cross_sent = 0;       // messages this shard put on other shards' rings
   std::uint64_t cross_received = 0;   // messages taken off this shard's inbound rings
   std::uint64_t cross_dropped = 0;    // refused because the target's ring was full
@@ -221,6 +222,7 @@ class Shard {
   std::uint64_t now_ = 0;
   std::uint64_t resume_at_us_ = 0;
   std::uint64_t idle_polls_ = 0;
+  std::uint64_t tx_waits_ = 0;
   std::uint64_t idle_poll_us_ = 0;  // the last iteration's end, when it did not sleep
   std::uint64_t iterations_ = 0;
   std::uint64_t idle_waits_ = 0;

@@ -3,6 +3,8 @@
 //
 //   - A burst larger than the ring: the excess is held (tx_backlog), not dropped, and reaches
 //     the wire in order once the test receives and the ring has room again.
+//   - tx_room says how many more frames the backlog can hold, so a shard can stop short of a
+//     drop.
 //   - When the queue makes no progress for the give-up time, the held frames are dropped and
 //     counted.
 #include "dpdk_driver.hpp"
@@ -105,6 +107,38 @@ TEST_F(DpdkBacklog, WhatTheFullQueueRefusesIsHeldAndSentInOrder) {
   auto& dpdk = static_cast<drv::DpdkDriver&>(*driver_);
   EXPECT_EQ(dpdk.dpdk_stats().tx_backlogged, 21u);
   EXPECT_EQ(dpdk.dpdk_stats().tx_full, 0u);
+}
+
+// tx_room is the shard's promise that a flush of that many frames loses none: it counts down
+// as the backlog fills, reaches 0 exactly when the next frame would be dropped, and comes back
+// once the queue drains.
+TEST_F(DpdkBacklog, TxRoomIsWhatTheBacklogCanStillTake) {
+  const std::size_t empty_room = driver_->tx_room();
+  ASSERT_GT(empty_room, 0u);
+  ASSERT_LT(empty_room, std::size_t{1} << 20) << "a DPDK port's room is finite";
+  std::size_t capacity = 0;
+  while (driver_->stats().tx_backlog == 0 && capacity < 100'000) {
+    // A ring with free slots takes frames without touching the backlog, or the room.
+    ASSERT_EQ(driver_->tx_room(), empty_room);
+    ASSERT_EQ(send(static_cast<std::uint32_t>(capacity), 1), 1u);
+    ++capacity;
+  }
+  --capacity;
+  EXPECT_EQ(driver_->tx_room(), empty_room - 1);
+  // Exactly the room: all taken, none dropped, and no room left.
+  const std::size_t fill = empty_room - 1;
+  ASSERT_EQ(send(static_cast<std::uint32_t>(capacity + 1), fill), fill);
+  EXPECT_EQ(driver_->tx_room(), 0u);
+  EXPECT_EQ(driver_->stats().tx_dropped, 0u);
+  // One frame beyond the room is what a shard that ignored it would lose.
+  ASSERT_EQ(send(0xFFFF'FFFFu, 1), 0u);
+  EXPECT_EQ(driver_->stats().tx_dropped, 1u);
+
+  std::vector<std::uint32_t> got;
+  receive_all(got);
+  ASSERT_EQ(got.size(), capacity + empty_room);
+  for (std::size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], i) << "out of order at " << i;
+  EXPECT_EQ(driver_->tx_room(), empty_room);
 }
 
 TEST_F(DpdkBacklog, ABacklogThatMakesNoProgressIsDroppedAndCounted) {
