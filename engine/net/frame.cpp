@@ -116,7 +116,8 @@ bool parse_ipv4(std::span<const std::byte> l3, const LinkConfig& local, const Rx
   if (ihl < kIpv4HeaderSize || ihl > l3.size()) return fail(why, Drop::bad_ihl);
   const std::size_t total = rd16(h + 2);
   if (total < ihl || total > l3.size()) return fail(why, Drop::bad_ip_length);
-  if (!opts.ip_checksum_verified && checksum_add(l3.first(ihl)) != 0xffff) {
+  if (!opts.ip_checksum_verified &&
+      (ihl == kIpv4HeaderSize ? ipv4_header_sum(h) : checksum_add(l3.first(ihl))) != 0xffff) {
     return fail(why, Drop::bad_ip_checksum);
   }
   if ((rd16(h + 6) & 0x3fff) != 0) return fail(why, Drop::ip_fragment);  // MF or offset
@@ -337,7 +338,7 @@ std::size_t write_udp_headers(std::span<std::byte> frame, const LinkConfig& loca
     wr32(ip + 12, src.v4_host_order());
     wr32(ip + 16, dst.v4_host_order());
     if (mode != ChecksumMode::offload) {
-      wr16(ip + 10, internet_checksum(std::span<const std::byte>(ip, kIpv4HeaderSize)));
+      wr16(ip + 10, static_cast<std::uint16_t>(~ipv4_header_sum(ip) & 0xffff));
     }
     udp = ip + kIpv4HeaderSize;
     pseudo = pseudo_header_sum_v4(src.v4_host_order(), dst.v4_host_order(), kIpProtoUdp,
@@ -356,11 +357,14 @@ std::size_t write_udp_headers(std::span<std::byte> frame, const LinkConfig& loca
   wr16(udp, src.port);
   wr16(udp + 2, dst.port);
   wr16(udp + 4, static_cast<std::uint16_t>(udp_length));
-  if (mode == ChecksumMode::software) {
+  if (mode == ChecksumMode::software ||
+      (mode == ChecksumMode::udp_none && family != Family::ipv4)) {
     wr16(udp + 6, 0);
     std::uint16_t c = static_cast<std::uint16_t>(
         ~checksum_add(std::span<const std::byte>(udp, udp_length), pseudo) & 0xffff);
     wr16(udp + 6, c == 0 ? 0xffff : c);  // zero would mean "no checksum" (RFC 768)
+  } else if (mode == ChecksumMode::udp_none) {
+    wr16(udp + 6, 0);
   } else {
     wr16(udp + 6, static_cast<std::uint16_t>(pseudo));
   }

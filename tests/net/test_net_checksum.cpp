@@ -97,6 +97,27 @@ TEST(NetChecksum, MatchesNaiveOnRandomBuffers) {
   }
 }
 
+TEST(NetChecksum, Ipv4HeaderSumMatchesTheGeneralSum) {
+  auto h = hex("450000730000400040110000c0a80001c0a800c7");
+  EXPECT_EQ(ipv4_header_sum(h.data()), checksum_add(h));
+  h[10] = std::byte{0xb8};
+  h[11] = std::byte{0x61};
+  EXPECT_EQ(ipv4_header_sum(h.data()), 0xffffu);
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE(seed);
+  std::mt19937 rng(seed);
+  std::vector<std::byte> buf(20 + 8);
+  for (int round = 0; round < 20000; ++round) {
+    for (auto& b : buf) b = static_cast<std::byte>(rng());
+    if (round % 3 == 0) {
+      for (auto& b : buf) b |= std::byte{0xf0};  // carries
+    }
+    if (round % 7 == 0) std::fill(buf.begin(), buf.end(), std::byte{0});
+    const std::byte* header = buf.data() + rng() % 8;  // any alignment
+    ASSERT_EQ(ipv4_header_sum(header), naive_sum({header, 20})) << "round " << round;
+  }
+}
+
 TEST(NetChecksum, Fold) {
   EXPECT_EQ(checksum_fold(0), 0u);
   EXPECT_EQ(checksum_fold(0xffff), 0xffffu);
