@@ -17,7 +17,8 @@
     over io_uring on loopback (busy-poll): p50/p99.
 (d) echo path: tern-ping --serve on memif (busy) against tern-ping --flood on memif, 1000
     peers with one unsequenced 16-byte message in flight each (every echo its own datagram);
-    echoed messages/s, and the server's datagrams in per second, set against (c).
+    echoed messages/s, and the server's datagrams in per second, set against (c); once with
+    UDP checksums (the default) and once with udp_checksum = false on both sides.
 (c) dpdk-testpmd ceiling over the same kind of memif pair: a testpmd memif server in
     --forward-mode=io (echoes every frame back on its one port) and a testpmd memif client in
     --forward-mode=flowgen (transmits as fast as it can and drains what comes back); Mpps
@@ -201,25 +202,36 @@ def ping_case(b, transport, args, n):
 
 # ---- (d) echo path -------------------------------------------------------------------------------
 
-def echo_case(b, args, n):
+def echo_case(b, args, n, udp_checksum=True):
     port = 7900 + n % 100
     sock = f"/tmp/tern-dpdk-bench-echo-{os.getpid()}.sock"
     unlink(sock)
     ping = b + "/apps/ping/tern-ping"
+    srv_port = ["--dpdk-port", f"net_memif0,role=server,socket={sock}", "--dpdk-ip",
+                "10.217.0.1/24"]
+    cli_port = ["--dpdk-port", f"net_memif0,role=client,socket={sock}", "--dpdk-ip",
+                "10.217.0.2/24"]
+    conf = f"/tmp/tern-dpdk-bench-echo-{os.getpid()}.toml"
+    if not udp_checksum:
+        # Both sides send UDP checksum 0; the flags still name each side's port and address.
+        with open(conf, "w") as c:
+            c.write(f'[dpdk]\nport = "net_memif0,role=server,socket={sock}"\n'
+                    f'ip = "10.217.0.1/24"\nudp_checksum = false\n')
+        srv_port += ["--dpdk-config", conf]
+        cli_port += ["--dpdk-config", conf]
     srv_cmd = [ping, "--serve", f"0.0.0.0:{port}", "--driver", "dpdk", "--idle", "busy",
-               "--dpdk-port", f"net_memif0,role=server,socket={sock}",
-               "--dpdk-ip", "10.217.0.1/24", "--dpdk-mbufs", "16383", "--pin", "off"]
+               "--dpdk-mbufs", "16383", "--pin", "off"] + srv_port
     cli = [ping, "--connect", f"10.217.0.1:{port}", "--flood", "--peers", "1000", "--window",
            "1", "--unsequenced", "--size", "16", "--warmup", "1", "--duration",
            str(args.duration), "--idle", "busy", "--driver", "dpdk",
-           "--dpdk-port", f"net_memif0,role=client,socket={sock}",
-           "--dpdk-ip", "10.217.0.2/24", "--dpdk-mbufs", "16383"]
+           "--dpdk-mbufs", "16383"] + cli_port
     srv = Server(srv_cmd, "serving", "echo")
     try:
         r = load(cli, 60)
     finally:
         text = srv.stop()
         unlink(sock)
+        unlink(conf)
     v = kv(line_with(r.stdout, "flood "))
     served = kv(line_with(text, "served "))
     if r.returncode != 0 or "msgs_per_s" not in v or "datagrams_in" not in served:
@@ -343,6 +355,7 @@ def main():
     ping = {t: [] for t in ("dpdk", "uring")}
     pmd = []
     echo = []
+    echo_nosum = []  # udp_checksum = false on both sides
     n = 0
     for run in range(args.runs):
         log(f"run {run + 1}/{args.runs}")
@@ -371,11 +384,14 @@ def main():
             if res:
                 log(f"  ping  {t:5}: p50={res['p50_us']} p99={res['p99_us']} us")
         n += 1
-        res = echo_case(b, args, n)
-        echo.append(res)
-        if res:
-            log(f"  echo  memif: {res['msgs_per_s']:.0f} msgs/s, "
-                f"{res['datagrams_per_s']:.0f} datagrams/s, lost={res['lost']}")
+        for nosum, rows in ((False, echo), (True, echo_nosum)):
+            n += 1
+            res = echo_case(b, args, n, udp_checksum=not nosum)
+            rows.append(res)
+            if res:
+                log(f"  echo  memif{' (UDP checksum 0)' if nosum else ''}: "
+                    f"{res['msgs_per_s']:.0f} msgs/s, {res['datagrams_per_s']:.0f} datagrams/s, "
+                    f"lost={res['lost']}")
         if have_testpmd:
             n += 1
             res = testpmd_case(args, n)
@@ -389,7 +405,8 @@ def main():
           "| p99 us | tern uring delivered/s | lost | runs lossless | p99 us "
           "| libenet delivered/s | lost | runs lossless | p99 us | DPDK / uring | DPDK / libenet |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    result = {"relay": [], "ping": {}, "echo": echo, "testpmd": None, "runs": args.runs}
+    result = {"relay": [], "ping": {}, "echo": echo, "echo_udp_checksum_0": echo_nosum,
+              "testpmd": None, "runs": args.runs}
     best = {t: 0.0 for t in RELAYS}
     sustained = {t: 0.0 for t in RELAYS}  # delivered at the highest rate no run of which lost
     for rate in rates:
@@ -455,19 +472,20 @@ def main():
         print("\n(c) dpdk-testpmd: skipped (not installed or --skip-testpmd)")
     print(f"\n## (d) echo path: tern-ping --serve on memif, --flood 1000 peers x 1 unsequenced "
           f"16 B message in flight; medians of {args.runs}\n")
-    print("| echoed msgs/s | server datagrams in/s | lost | RTT p50 us | p99 us "
+    print("| UDP checksum | echoed msgs/s | server datagrams in/s | lost | RTT p50 us | p99 us "
           "| share of testpmd Rx | server ns/datagram | server capacity/s | its share |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     ceiling = med(pmd, "rx_mpps") if pmd else None
-    dps = med(echo, "datagrams_per_s")
-    share = dps / (ceiling * 1e6) if dps and ceiling else None
-    cap = med(echo, "server_capacity_per_s")
-    cap_share = cap / (ceiling * 1e6) if cap and ceiling else None
-    print(f"| {fmt(med(echo, 'msgs_per_s'), ',.0f')} | {fmt(dps, ',.0f')} "
-          f"| {fmt(med(echo, 'lost'), '.0f')} | {fmt(med(echo, 'p50_us'), '.1f')} "
-          f"| {fmt(med(echo, 'p99_us'), '.1f')} | {fmt(share, '.1%')} "
-          f"| {fmt(med(echo, 'server_ns_per_datagram'), '.0f')} | {fmt(cap, ',.0f')} "
-          f"| {fmt(cap_share, '.1%')} |")
+    for label, rows in (("software (default)", echo), ("0 (udp_checksum = false)", echo_nosum)):
+        dps = med(rows, "datagrams_per_s")
+        share = dps / (ceiling * 1e6) if dps and ceiling else None
+        cap = med(rows, "server_capacity_per_s")
+        cap_share = cap / (ceiling * 1e6) if cap and ceiling else None
+        print(f"| {label} | {fmt(med(rows, 'msgs_per_s'), ',.0f')} | {fmt(dps, ',.0f')} "
+              f"| {fmt(med(rows, 'lost'), '.0f')} | {fmt(med(rows, 'p50_us'), '.1f')} "
+              f"| {fmt(med(rows, 'p99_us'), '.1f')} | {fmt(share, '.1%')} "
+              f"| {fmt(med(rows, 'server_ns_per_datagram'), '.0f')} | {fmt(cap, ',.0f')} "
+              f"| {fmt(cap_share, '.1%')} |")
     print("\n(server capacity = 1 s / its working ns per datagram: the rate one core of the "
           "server would echo if the client, running the same engine on the other core, "
           "kept it busy)")
@@ -481,6 +499,7 @@ def main():
                               for x in rows)]
         missing += [f"ping {t}" for t, rows in ping.items() if not all(rows)]
         missing += ["echo"] if not all(echo) else []
+        missing += ["echo (UDP checksum 0)"] if not all(echo_nosum) else []
         missing += ["testpmd"] if have_testpmd and not all(pmd) else []
         print(f"\nsmoke: {'FAILED: ' + ', '.join(missing) if missing else 'every case measured'}")
         return 1 if missing else 0

@@ -86,11 +86,14 @@ class Reader {
 bool dpdk_config_from_toml(const toml::table& section, const std::string& where, DpdkConfig& out,
                            std::string& error) {
   Reader r(section, where, error);
+  // Formatted by hand: clang-format puts each of 20 list items on a line of its own.
+  // clang-format off
   if (!r.only({"port", "ip", "gateway", "gateway_mac", "mac", "vlan", "eal_args", "lcores",
                "pci_allow", "hugepages", "memory_mb", "mbufs", "rx_descriptors", "tx_descriptors",
-               "checksum_offload", "software_steering", "poll_sleep_us", "arp_queue",
-               "static_arp"}))
+               "checksum_offload", "udp_checksum", "software_steering", "poll_sleep_us",
+               "arp_queue", "static_arp"}))
     return false;
+  // clang-format on
   DpdkConfig c = out;
   std::string text;
   bool present = false;
@@ -146,6 +149,7 @@ bool dpdk_config_from_toml(const toml::table& section, const std::string& where,
       !r.integer("rx_descriptors", c.rx_descriptors, 64, 32768) ||
       !r.integer("tx_descriptors", c.tx_descriptors, 64, 32768) ||
       !r.boolean("checksum_offload", c.checksum_offload) ||
+      !r.boolean("udp_checksum", c.udp_checksum) ||
       !r.boolean("software_steering", c.software_steering) ||
       !r.integer("poll_sleep_us", c.poll_sleep_us, 1, 1'000'000) ||
       !r.integer("arp_queue", c.arp_queue, 0, 4096))

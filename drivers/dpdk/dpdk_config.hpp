@@ -16,6 +16,7 @@
 //   rx_descriptors = 1024
 //   tx_descriptors = 1024
 //   checksum_offload = true
+//   udp_checksum = true                   # false: IPv4 UDP checksum 0 (memif)
 //   software_steering = true
 //   poll_sleep_us = 50
 //   arp_queue = 32

@@ -354,6 +354,13 @@ bool init_port(Global& g, const DpdkConfig& c, unsigned queues, std::string& err
       g.rx_checksum = true;
     }
   }
+  if (!c.udp_checksum) {
+    // Nothing left for the port to compute: the IPv4 header sum is 20 bytes.
+    conf.txmode.offloads &=
+        ~std::uint64_t{RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | RTE_ETH_TX_OFFLOAD_UDP_CKSUM};
+    g.tx_flags = 0;
+    g.tx_mode = net::ChecksumMode::udp_none;
+  }
   r = rte_eth_dev_configure(port, static_cast<std::uint16_t>(port_queues),
                             static_cast<std::uint16_t>(port_queues), &conf);
   if (r != 0) {
@@ -495,6 +502,7 @@ std::string dpdk_describe() {
   rte_eth_dev_info_get(g.port, &info);
   const char* tx = g.tx_mode == net::ChecksumMode::offload       ? "offload"
                    : g.tx_mode == net::ChecksumMode::offload_udp ? "offload_udp"
+                   : g.tx_mode == net::ChecksumMode::udp_none    ? "none (UDP 0 on IPv4)"
                                                                  : "software";
   return std::string("driver ") + (info.driver_name != nullptr ? info.driver_name : "?") + ", " +
          std::to_string(g.queues) + " shard(s), steering " + steering_name(g.steering) +

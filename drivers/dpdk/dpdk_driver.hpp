@@ -65,8 +65,11 @@ struct DpdkConfig {
   unsigned memory_mb = 512;      // -m, with no_huge
   bool in_memory = true;         // --in-memory: no shared runtime files, so processes coexist
   bool checksum_offload = true;  // use the port's TX/RX checksum offloads when it has them
-  unsigned poll_sleep_us = 50;   // longest single sleep in wait()
-  std::size_t arp_queue = 32;    // frames held per queue while their next hop is resolved
+  // False: IPv4 datagrams go out with UDP checksum 0 ("none"), for links that cannot corrupt a
+  // frame (net_memif). Received checksums are verified either way unless 0.
+  bool udp_checksum = true;
+  unsigned poll_sleep_us = 50;  // longest single sleep in wait()
+  std::size_t arp_queue = 32;   // frames held per queue while their next hop is resolved
   // N > 1 shards on a port with neither RSS nor N queues: queue 0's shard receives everything
   // and passes each UDP frame to the shard its remote endpoint hashes to; all shards share one
   // tx queue (under a lock). False: dpdk_init fails instead.

@@ -198,11 +198,14 @@ def test_memif(args):
     try:
         if os.path.exists(sock):
             os.unlink(sock)
-        # The server takes its set-up from a [dpdk] TOML section (--dpdk-config).
+        # The server takes its set-up from a [dpdk] TOML section (--dpdk-config). It sends
+        # UDP checksum 0 (udp_checksum = false), the client real checksums: each must accept
+        # the other's.
         with open(conf, "w") as c:
             c.write(f'[dpdk]\nport = "net_memif0,role=server,socket={sock}"\n'
                     f'ip = "{server_ip}/24"\nhugepages = false\nmemory_mb = 512\n'
-                    f'mbufs = 4096\nstatic_arp = ["10.213.0.9 02:00:00:00:00:09"]\n')
+                    f'mbufs = 4096\nstatic_arp = ["10.213.0.9 02:00:00:00:00:09"]\n'
+                    f'udp_checksum = false\n')
         server, out, err = start_server(
             [args.tern_ping, "--serve", f"0.0.0.0:{port}", "--driver", "dpdk",
              "--dpdk-config", conf], f"/tmp/tern-dpdk-memif-{tag}")
@@ -231,6 +234,8 @@ def test_memif(args):
         stopped, rc = stop(server)
         server = None
         f.check(stopped and rc == 0, f"server stopped on SIGTERM with status {rc}")
+        f.check("tx checksum none" in read(err),
+                "server: udp_checksum = false puts checksum 0 on its datagrams")
         s = served_fields(read(out))
         f.check(s.get("connects") == "18" and s.get("disconnects") == "18" and
                 s.get("timeouts") == "0" and s.get("echo_failed") == "0" and

@@ -295,6 +295,29 @@ TEST(NetFrame, Ipv4UdpWithoutChecksumAccepted) {
   EXPECT_TRUE(parse(f, server(), pf, why)) << drop_name(why);
 }
 
+// udp_none: IPv4 leaves the UDP checksum 0 (and the frame still parses in software); IPv6,
+// where 0 is not allowed, gets the same bytes as in software mode.
+TEST(NetFrame, UdpNoneSendsIpv4WithoutChecksumAndIpv6WithOne) {
+  const Bytes v4 = udp_frame(Family::ipv4, 0, 21, ChecksumMode::udp_none);
+  const std::size_t l3 = l3_offset(v4);
+  EXPECT_EQ(get16(v4, l3 + kIpv4HeaderSize + 6), 0);
+  EXPECT_EQ(checksum_add(std::span<const std::byte>(v4).subspan(l3, kIpv4HeaderSize)), 0xffffu);
+  ParsedFrame pf;
+  Drop why{};
+  ASSERT_TRUE(parse(v4, server(), pf, why)) << drop_name(why);
+  EXPECT_EQ(pf.payload.size(), 21u);
+  Bytes with_sum = v4;
+  const std::size_t l4 = l3 + kIpv4HeaderSize;
+  const std::uint32_t pseudo = pseudo_header_sum_v4(client().ipv4, server().ipv4, 17, 8 + 21);
+  const std::uint16_t c = static_cast<std::uint16_t>(
+      ~checksum_add(std::span<const std::byte>(with_sum).subspan(l4), pseudo) & 0xffff);
+  put16(with_sum, l4 + 6, c == 0 ? 0xffff : c);
+  EXPECT_EQ(with_sum, udp_frame(Family::ipv4, 0, 21, ChecksumMode::software));
+
+  EXPECT_EQ(udp_frame(Family::ipv6, 0, 21, ChecksumMode::udp_none),
+            udp_frame(Family::ipv6, 0, 21, ChecksumMode::software));
+}
+
 TEST(NetFrame, Ipv4OptionsSkipped) {
   Bytes f = udp_frame(Family::ipv4, 0, 5);
   // Insert 8 bytes of options (NOPs + end) after the 20-byte header: IHL 7.
