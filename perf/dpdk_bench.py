@@ -92,8 +92,11 @@ class Server:
             except (subprocess.TimeoutExpired, ProcessLookupError):
                 self.proc.kill()
                 self.proc.wait()
+        self.returncode = self.proc.returncode
         self.out.seek(0)
         text = self.out.read()
+        self.err.seek(0)
+        self.err_text = self.err.read()
         self.out.close()
         self.err.close()
         for p in (self.out_path, self.err_path):
@@ -235,7 +238,9 @@ def echo_case(b, args, n, udp_checksum=True):
     v = kv(line_with(r.stdout, "flood "))
     served = kv(line_with(text, "served "))
     if r.returncode != 0 or "msgs_per_s" not in v or "datagrams_in" not in served:
-        log(f"  echo: exit {r.returncode}: {r.stderr[-400:]}")
+        log(f"  echo: client exit {r.returncode}, flood line {'msgs_per_s' in v}: "
+            f"{r.stderr[-300:]}\n  server exit {srv.returncode}, served line "
+            f"{'datagrams_in' in served}: {text[-300:]} {srv.err_text[-300:]}")
         return None
     msgs_in = max(int(served.get("messages_in", "1")), 1)
     dgrams = max(int(served["datagrams_in"]), 1)
