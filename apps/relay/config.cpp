@@ -153,7 +153,7 @@ bool load_config_file(const std::string& path, RelayConfig& config, std::string&
   if (const toml::table* t = r.section(root, "limits")) {
     if (!r.only(*t, "limits",
                 {"peers", "room_size", "channels", "message_rate", "peer_bandwidth",
-                 "incoming_bandwidth", "outgoing_bandwidth", "message_size"})) {
+                 "incoming_bandwidth", "outgoing_bandwidth", "message_size", "member_backlog"})) {
       return false;
     }
     if (!r.integer(*t, "limits", "peers", c.max_peers, 1, 10'000'000)) return false;
@@ -170,6 +170,9 @@ bool load_config_file(const std::string& path, RelayConfig& config, std::string&
       return false;
     }
     if (!r.integer(*t, "limits", "message_size", c.max_message_size, 1, 32 << 20)) return false;
+    if (!r.integer(*t, "limits", "member_backlog", c.member_backlog, 0, std::int64_t{1} << 40)) {
+      return false;
+    }
   } else if (!error.empty()) {
     return false;
   }

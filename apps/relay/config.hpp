@@ -37,6 +37,9 @@ struct RelayConfig {
   std::uint32_t incoming_bandwidth = 0;  // ENet host bandwidth limits (bytes/s), 0 = off
   std::uint32_t outgoing_bandwidth = 0;
   std::uint32_t max_message_size = 1 << 20;
+  // Bytes a member may have waiting (queued, in flight, unacknowledged) before copies to it are
+  // refused (send_failed): a member that does not keep up costs bounded memory. 0 = no limit.
+  std::size_t member_backlog = 1 << 20;
 
   std::vector<RoomRange> broadcast_rooms;
   std::uint32_t drain_timeout_ms = 5000;

@@ -124,6 +124,7 @@ Relay::Relay(const RelayConfig& config)
         o.host.incoming_bandwidth = config.incoming_bandwidth;
         o.host.outgoing_bandwidth = config.outgoing_bandwidth;
         o.host.max_packet_size = std::max<std::uint32_t>(config.max_message_size, 1);
+        o.host.max_queued = config.member_backlog;
         return o;
       }()) {
   const std::size_t n = std::max<std::size_t>(

@@ -44,6 +44,7 @@ proto::HostConfig to_config(const HostOptions& o, std::uint64_t seed) {
   c.max_packet_size = o.max_packet_size;
   c.max_waiting_data = o.max_waiting_data;
   c.memory_cap = o.memory_cap;
+  c.max_queued = o.max_queued;
   c.ping_interval_ms = o.ping_interval_ms;
   c.timeout_limit = o.timeout_limit;
   c.timeout_minimum_ms = o.timeout_minimum_ms;

@@ -104,6 +104,7 @@ const char* to_string(SendResult r) {
     case SendResult::not_connected: return "not_connected";
     case SendResult::bad_channel: return "bad_channel";
     case SendResult::too_large: return "too_large";
+    case SendResult::queue_full: return "queue_full";
   }
   return "unknown";
 }

@@ -108,6 +108,7 @@ struct PeerQueues {
   std::uint64_t earliest_timeout = 0;  // kept (with the block) until an ack clears it
   std::uint32_t queue_counter = 0;     // restarts with the block: orders queued commands only
   std::uint32_t reliable_data_in_transit = 0;
+  std::size_t queued_bytes = 0;  // payload of the commands held here (HostConfig::max_queued)
 };
 
 // ENet's unsequenced receive window, allocated on the first unsequenced message received.
@@ -571,15 +572,21 @@ struct HostCore::Impl {
     return std::uint64_t{p.slot} << 24 | std::uint64_t{channel} << 16 | seq;
   }
 
+  // Every OutCmd goes back through here, so PeerQueues::queued_bytes stays exact.
+  void put_out(PeerQueues& q, OutCmd* c) {
+    q.queued_bytes -= c->fragment_length;
+    out_pool.put(c);
+  }
+
   void free_reliable(Peer& p, OutCmd* c) {
     if (c->send_attempts > 0) unacked.erase(unacked_key(p, c->command.channel_id, c->reliable_seq));
-    out_pool.put(c);
+    put_out(*p.queues, c);
   }
 
   void clear_queues(Peer& p) {
     if (PeerQueues* q = p.queues) {
       while (OutCmd* c = q->outgoing_reliable.pop_front()) free_reliable(p, c);
-      while (OutCmd* c = q->outgoing_unreliable.pop_front()) out_pool.put(c);
+      while (OutCmd* c = q->outgoing_unreliable.pop_front()) put_out(*q, c);
       while (OutCmd* c = q->sent_reliable.pop_front()) free_reliable(p, c);
       while (AckChunk* c = q->acks.pop_front()) ack_pool.put(c);
       q->reliable_data_in_transit = 0;
@@ -698,6 +705,7 @@ struct HostCore::Impl {
     oc->packet = std::move(packet);
     oc->fragment_offset = offset;
     oc->fragment_length = length;
+    q.queued_bytes += length;
     oc->queue_order = ++q.queue_counter;
     p.outgoing_data_total += static_cast<std::uint32_t>(command_size(cmd.type()) + length);
     if (cmd.channel_id == kSystemChannel) {
@@ -795,7 +803,7 @@ struct HostCore::Impl {
     } else {
       q.outgoing_reliable.remove(found);
     }
-    out_pool.put(found);
+    put_out(q, found);
     if (!q.sent_reliable.empty()) {
       OutCmd* front = q.sent_reliable.front();
       q.next_timeout = front->sent_time_ms + front->rto_ms;
@@ -1647,6 +1655,13 @@ struct HostCore::Impl {
     if (channel_id >= p.channel_count) return SendResult::bad_channel;
     const std::size_t size = payload.size();
     if (size > config.max_packet_size) return SendResult::too_large;
+    // The receiver is not keeping up: refuse rather than hold without bound. An empty queue
+    // takes any message, so one larger than the limit still goes.
+    if (config.max_queued != 0 && p.queues != nullptr && p.queues->queued_bytes != 0 &&
+        p.queues->queued_bytes + size > config.max_queued) {
+      ++counters.queue_full;
+      return SendResult::queue_full;
+    }
     Channel& ch = channel(p, channel_id);
     std::size_t fragment_length = p.mtu - 4 - kFragmentCommandSize;
     if (config.checksum) fragment_length -= 4;
@@ -1890,7 +1905,7 @@ struct HostCore::Impl {
         counters.drops.add(Drop::throttled);
         do {
           q.outgoing_unreliable.remove(c);
-          out_pool.put(c);
+          put_out(q, c);
           c = q.outgoing_unreliable.front();
         } while (c != nullptr && c->fragment_offset != 0 && c->reliable_seq == rseq &&
                  c->unreliable_seq == useq);
@@ -1902,7 +1917,7 @@ struct HostCore::Impl {
     put_command(b, c->command,
                 c->packet ? c->packet.bytes().subspan(c->fragment_offset, c->fragment_length)
                           : std::span<const std::byte>());
-    out_pool.put(c);
+    put_out(q, c);
     return Wrote::sent;
   }
 

@@ -43,6 +43,10 @@ struct HostConfig {
   // so whole messages always find room; when the cap is hit, the connection holding the most
   // undelivered data is evicted (disconnect event with reason `evicted`).
   std::size_t memory_cap = std::size_t{512} << 20;
+  // Per peer: payload bytes queued, in flight or awaiting acknowledgement beyond which send()
+  // refuses with SendResult::queue_full (0 = no limit, as in ENet). What a receiver that does
+  // not keep up can make this host hold.
+  std::size_t max_queued = 0;
   // Defaults for new connections (ENet's names and values).
   std::uint32_t ping_interval_ms = kPingInterval;
   std::uint32_t timeout_limit = kTimeoutLimit;
@@ -69,6 +73,7 @@ struct HostCounters {
   std::uint64_t acks_out = 0;
   std::uint64_t peer_timer_runs = 0;  // peers whose timers fired (work done for idle peers)
   std::uint64_t evictions = 0;        // connections dropped to honour memory_cap
+  std::uint64_t queue_full = 0;       // sends refused for max_queued
   std::size_t buffered_bytes = 0;     // incoming data held for reassembly/ordering/delivery
   std::size_t reassembly_bytes = 0;   // of which incomplete fragment sets
   DropCounters drops;

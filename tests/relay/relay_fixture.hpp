@@ -38,6 +38,7 @@ struct Client {
   bool disconnected = false;
   std::uint32_t disconnect_data = 0;
   std::vector<Copy> got;
+  bool paused = false;  // service() does nothing: a member that stopped reading and acking
 
   ~Client() {
     if (host != nullptr) enet_host_destroy(host);
@@ -58,6 +59,7 @@ struct Client {
   }
 
   void service() {
+    if (paused) return;
     ENetEvent ev;
     while (enet_host_service(host, &ev, 0) > 0) {
       switch (ev.type) {

@@ -295,5 +295,36 @@ TEST_F(RelayTest, LimitsDropAndCountWithoutHarm) {
   EXPECT_FALSE(fifth.disconnected);
 }
 
+// limits.member_backlog: copies for a member that stopped acknowledging pile up only to the
+// limit; the rest are refused and counted (send_failed), the other members get everything,
+// and the slow member, once it reads again, gets what was held, in order.
+TEST_F(RelayTest, AMemberThatStopsReadingCostsAtMostItsBacklog) {
+  RelayConfig c;
+  c.member_backlog = 2000;  // bytes; each copy carries 12
+  start(c);
+  Client& a = connect(7);
+  Client& b = connect(7);
+  Client& slow = connect(7);
+  ASSERT_TRUE(run_until([&] { return all_connected(); }));
+  settle(100ms);
+  slow.paused = true;
+  constexpr std::uint32_t kRounds = 5, kPerRound = 60;  // 720 B per round and member
+  for (std::uint32_t round = 0; round < kRounds; ++round) {
+    for (std::uint32_t i = 0; i < kPerRound; ++i) a.send(1, kReliable, round * kPerRound + i);
+    ASSERT_TRUE(run_until([&] { return b.got.size() == (round + 1) * kPerRound; }))
+        << "round " << round << ": b has " << b.got.size();
+    settle(50ms);  // b's acknowledgements reach the relay; its backlog empties again
+  }
+  const std::uint64_t refused = relay_->drops(RelayDrop::send_failed);
+  // 2000 B hold 166 copies of 12 B; everything after them was refused.
+  EXPECT_EQ(refused, kRounds * kPerRound - 2000 / 12);
+  slow.paused = false;
+  ASSERT_TRUE(run_until([&] { return slow.got.size() + refused == kRounds * kPerRound; }))
+      << "slow member got " << slow.got.size();
+  for (std::size_t i = 0; i < slow.got.size(); ++i) EXPECT_EQ(slow.got[i].seq, i);
+  EXPECT_FALSE(slow.disconnected);
+  EXPECT_EQ(b.got.size(), kRounds * kPerRound);
+}
+
 }  // namespace
 }  // namespace tern::relay

@@ -43,6 +43,9 @@ struct HostOptions {
   std::uint32_t max_packet_size = 32u << 20;
   std::uint32_t max_waiting_data = 32u << 20;
   std::size_t memory_cap = std::size_t{512} << 20;
+  // Per peer: payload bytes queued, in flight or unacknowledged beyond which send() returns
+  // SendResult::queue_full (0 = no limit, as in ENet).
+  std::size_t max_queued = 0;
   std::uint32_t ping_interval_ms = 500;
   std::uint32_t timeout_limit = 32;
   std::uint32_t timeout_minimum_ms = 5000;

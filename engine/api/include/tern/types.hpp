@@ -72,6 +72,7 @@ enum class SendResult : std::uint8_t {
   not_connected,  // peer gone or not in the connected state
   bad_channel,    // channel >= negotiated channel count
   too_large,      // above max_packet_size, or more fragments than ENet allows
+  queue_full,     // the peer already has max_queued bytes waiting (it is not keeping up)
 };
 
 const char* to_string(SendResult r);
