@@ -1075,6 +1075,11 @@ std::size_t DpdkDriver::tx_burst(std::span<const rt::TxFrame> frames) {
   const Endpoint src = Endpoint::v4(d.link.ipv4, d.local_port);
   std::size_t handed = 0;
   std::array<std::uint32_t, kBurst> tx_lengths{};
+  // A burst mostly goes to one next hop (the gateway, or the one peer of a memif link): its
+  // resolved MAC is looked up once per burst, not once per frame.
+  std::uint32_t resolved_hop = 0;
+  net::MacAddress resolved_mac;
+  bool have_resolved = false;
   d.drain_handoff(now);
   while (!frames.empty()) {
     const std::size_t chunk = std::min(frames.size(), kBurst);
@@ -1088,8 +1093,17 @@ std::size_t DpdkDriver::tx_burst(std::span<const rt::TxFrame> frames) {
         continue;
       }
       const std::uint32_t hop = net::next_hop_v4(d.link, f.to.v4_host_order());
-      const net::ArpLookup r = d.resolver.lookup(hop, now);
-      if (r.send_request) d.send_arp_request(hop);
+      net::ArpLookup r;
+      if (have_resolved && hop == resolved_hop) {
+        r.status = net::ArpLookup::Status::resolved;
+        r.mac = resolved_mac;
+      } else {
+        r = d.resolver.lookup(hop, now);
+        if (r.send_request) d.send_arp_request(hop);
+        have_resolved = r.status == net::ArpLookup::Status::resolved;
+        resolved_hop = hop;
+        resolved_mac = r.mac;
+      }
       if (r.status == net::ArpLookup::Status::failed) {
         ++d.st.arp_failed;
         ++stats_.tx_dropped;

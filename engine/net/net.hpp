@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <type_traits>
 
 namespace tern::net {
 
@@ -25,7 +26,18 @@ struct MacAddress {
   constexpr bool is_multicast() const { return (bytes[0] & 0x01) != 0; }
   constexpr bool is_zero() const { return *this == MacAddress{}; }
 
-  friend constexpr bool operator==(const MacAddress&, const MacAddress&) = default;
+  // Two loads and compares: GCC compiles the defaulted (byte array) form to a call to memcmp,
+  // and every received frame's destination is compared with ours.
+  friend constexpr bool operator==(const MacAddress& a, const MacAddress& b) {
+    if (std::is_constant_evaluated()) return a.bytes == b.bytes;
+    std::uint32_t a4, b4;
+    std::uint16_t a2, b2;
+    std::memcpy(&a4, a.bytes.data(), 4);
+    std::memcpy(&b4, b.bytes.data(), 4);
+    std::memcpy(&a2, a.bytes.data() + 4, 2);
+    std::memcpy(&b2, b.bytes.data() + 4, 2);
+    return ((a4 ^ b4) | static_cast<std::uint32_t>(a2 ^ b2)) == 0;
+  }
 };
 
 enum class Family : std::uint8_t { ipv4, ipv6 };

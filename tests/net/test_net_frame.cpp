@@ -318,6 +318,20 @@ TEST(NetFrame, UdpNoneSendsIpv4WithoutChecksumAndIpv6WithOne) {
             udp_frame(Family::ipv6, 0, 21, ChecksumMode::software));
 }
 
+TEST(NetFrame, MacAddressesDifferingInAnyByteAreNotEqual) {
+  const MacAddress a{{0x02, 0x11, 0x22, 0x33, 0x44, 0x55}};
+  EXPECT_EQ(a, a);
+  for (std::size_t i = 0; i < 6; ++i) {
+    MacAddress b = a;
+    b.bytes[i] ^= 0x80;
+    EXPECT_NE(a, b) << "byte " << i;
+  }
+  EXPECT_TRUE(MacAddress::broadcast().is_broadcast());
+  EXPECT_FALSE(a.is_broadcast());
+  EXPECT_TRUE(MacAddress{}.is_zero());
+  static_assert(MacAddress::broadcast() == MacAddress{{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}});
+}
+
 TEST(NetFrame, Ipv4OptionsSkipped) {
   Bytes f = udp_frame(Family::ipv4, 0, 5);
   // Insert 8 bytes of options (NOPs + end) after the 20-byte header: IHL 7.
