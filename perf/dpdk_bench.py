@@ -388,7 +388,6 @@ def main():
             ping[t].append(res)
             if res:
                 log(f"  ping  {t:5}: p50={res['p50_us']} p99={res['p99_us']} us")
-        n += 1
         for nosum, rows in ((False, echo), (True, echo_nosum)):
             n += 1
             res = echo_case(b, args, n, udp_checksum=not nosum)

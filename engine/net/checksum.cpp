@@ -15,8 +15,6 @@ inline std::uint64_t add_carry(std::uint64_t acc, std::uint64_t v) {
   return acc + (acc < v ? 1 : 0);
 }
 
-inline std::uint32_t swap16(std::uint32_t v) { return ((v & 0xff) << 8) | (v >> 8); }
-
 }  // namespace
 
 std::uint32_t checksum_add(std::span<const std::byte> data, std::uint32_t sum) {
@@ -62,9 +60,7 @@ std::uint32_t checksum_add(std::span<const std::byte> data, std::uint32_t sum) {
     const std::uint64_t b = std::to_integer<std::uint8_t>(*p);
     acc = add_carry(acc, std::endian::native == std::endian::little ? b : b << 8);
   }
-  std::uint32_t folded = checksum_fold(acc);
-  if constexpr (std::endian::native == std::endian::little) folded = swap16(folded);
-  return checksum_fold(std::uint64_t{folded} + sum);
+  return checksum_fold(std::uint64_t{checksum_to_host_order(checksum_fold(acc))} + sum);
 }
 
 std::uint16_t internet_checksum(std::span<const std::byte> data) {

@@ -136,6 +136,13 @@ constexpr std::uint32_t checksum_fold(std::uint64_t sum) {
   sum = (sum & 0xffffu) + (sum >> 16);
   return static_cast<std::uint32_t>(sum);
 }
+// A folded sum of native-order 16-bit words as the sum of big-endian ones (RFC 1071 §2(B):
+// the sum is byte-order independent up to one swap).
+constexpr std::uint32_t checksum_to_host_order(std::uint32_t folded) {
+  if constexpr (std::endian::native == std::endian::little)
+    return ((folded & 0xffu) << 8) | (folded >> 8);
+  return folded;
+}
 // checksum_add over an IPv4 header without options (20 bytes at `header`), inline: five native
 // 32-bit words summed and folded (2^16 is 1 modulo 0xffff). Every frame's header is summed
 // once on send and once on receipt, and the general loop's call and tail cost as much as the
@@ -143,10 +150,7 @@ constexpr std::uint32_t checksum_fold(std::uint64_t sum) {
 inline std::uint32_t ipv4_header_sum(const std::byte* header) {
   std::uint32_t w[5];
   std::memcpy(w, header, sizeof w);
-  std::uint32_t folded = checksum_fold(std::uint64_t{w[0]} + w[1] + w[2] + w[3] + w[4]);
-  if constexpr (std::endian::native == std::endian::little)
-    folded = ((folded & 0xffu) << 8) | (folded >> 8);
-  return folded;
+  return checksum_to_host_order(checksum_fold(std::uint64_t{w[0]} + w[1] + w[2] + w[3] + w[4]));
 }
 // The internet checksum of `data` as stored in a header field (host order value; write it
 // big-endian): ~sum.
