@@ -222,8 +222,7 @@ void send_message(Lane& lane, rt::Shard& shard, Client& client, std::uint64_t no
   }
 }
 
-void on_receive(Lane& lane, Client& receiver, const tern::Event& ev) {
-  const std::uint64_t now = now_ns();
+void on_receive(Lane& lane, Client& receiver, const tern::Event& ev, std::uint64_t now) {
   const LoadGen& lg = *lane.lg;
   const Config& c = lg.config;
   const auto bytes = ev.packet.bytes();
@@ -273,12 +272,12 @@ void on_receive(Lane& lane, Client& receiver, const tern::Event& ev) {
   }
 }
 
-void on_event(Lane& lane, tern::Event& ev) {
+void on_event(Lane& lane, rt::Shard& shard, tern::Event& ev) {
   const std::uint32_t k = find_client(lane, ev.peer);
   if (k == kNoClient) return;
   Client& client = lane.clients[k];
   switch (ev.type) {
-    case tern::EventType::receive: on_receive(lane, client, ev); break;
+    case tern::EventType::receive: on_receive(lane, client, ev, shard.delivery_time_ns()); break;
     case tern::EventType::connect:
       client.connected = true;
       bump(lane.connected);
@@ -521,7 +520,7 @@ int run(const Config& config) {
     auto group = std::make_unique<rt::ShardGroup>(o);
     const std::size_t base = g * per_group;
     group->set_event_handler([&lg, base](rt::Shard& shard, tern::Event& ev) {
-      on_event(*lg.lanes[base + shard.index()], ev);
+      on_event(*lg.lanes[base + shard.index()], shard, ev);
     });
     std::string error;
     if (!group->start(error)) {

@@ -138,7 +138,7 @@ void fill_window(const Flood& f, FloodShard& fs, rt::Shard& shard, std::uint32_t
 
 void on_echo(const Flood& f, FloodShard& fs, rt::Shard& shard, std::uint32_t k,
              const tern::Packet& packet) {
-  const std::uint64_t now = now_ns();
+  const std::uint64_t now = shard.delivery_time_ns();
   const auto bytes = packet.bytes();
   if (bytes.size() != f.config.size) {
     ++fs.bad_echoes;

@@ -45,6 +45,12 @@ std::uint64_t steady_now_us() {
                                         .count());
 }
 
+std::uint64_t steady_now_ns() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        .count());
+}
+
 using base::mix64;
 
 // Shards started together must not hand out the same connect IDs.
@@ -148,6 +154,12 @@ Shard::~Shard() {
 }
 
 std::uint64_t Shard::now_us() const { return now_; }
+
+std::uint64_t Shard::delivery_time_ns() {
+  if (!delivering_) return steady_now_ns();
+  if (delivery_ns_ == 0) delivery_ns_ = steady_now_ns();
+  return delivery_ns_;
+}
 
 void Shard::run(const Endpoint& bind,
                 const std::function<void(const Endpoint*, std::string)>& ready) {
@@ -281,6 +293,8 @@ std::size_t Shard::receive(D& driver) {
 bool Shard::deliver_events() {
   Event ev;
   bool any = false;
+  delivering_ = true;
+  delivery_ns_ = 0;
   while (core_.poll_event(ev)) {
     any = true;
     track(ev);
@@ -288,6 +302,7 @@ bool Shard::deliver_events() {
     if (stopping_ && ev.type == EventType::connect) core_.disconnect(ev.peer, 0);
     if (handler_) handler_(*this, ev);
   }
+  delivering_ = false;
   return any;
 }
 

@@ -148,6 +148,12 @@ class Shard {
   // Shard-thread only (inside the event handler or a posted task).
   proto::HostCore& core() { return core_; }
   std::uint64_t now_us() const;
+  // Steady-clock nanoseconds (std::chrono::steady_clock) at which the handler started on this
+  // iteration's events: the first call in an iteration reads the clock and the rest of the
+  // iteration's events get the same value, so a handler that times every message pays one
+  // clock read per burst, not one per message (~17 ns each, a tenth of a relayed copy's
+  // cost). Outside the event handler it reads the clock each time.
+  std::uint64_t delivery_time_ns();
   std::size_t index() const { return index_; }
   std::size_t shard_count() const { return group_shards_->size(); }
   // Queues a message for shard `target` (this shard included), delivered in order per sending
@@ -220,6 +226,8 @@ class Shard {
   std::vector<proto::OutDatagram> out_;
   std::vector<TxFrame> tx_;
   std::uint64_t now_ = 0;
+  std::uint64_t delivery_ns_ = 0;  // 0: not read yet in this delivery
+  bool delivering_ = false;
   std::uint64_t resume_at_us_ = 0;
   std::uint64_t idle_polls_ = 0;
   std::uint64_t tx_waits_ = 0;

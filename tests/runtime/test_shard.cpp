@@ -378,6 +378,72 @@ TEST(Shard, CountsRetransmitsAndTimeoutsOfAPeerThatStopsAnswering) {
   EXPECT_TRUE(group.stop(5000ms));
 }
 
+std::uint64_t steady_ns() {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+          .count());
+}
+
+// One datagram carrying many messages is one burst: every message gets the same delivery time,
+// read after the client sent them. Outside the handler the clock is read afresh.
+TEST(Shard, MessagesOfOneBurstShareTheirDeliveryTime) {
+  constexpr std::size_t kBurst = 40;
+  ShardGroupOptions o = echo_options(DriverKind::socket);
+  o.shards = 1;
+  ShardGroup group(o);
+  std::array<std::uint64_t, kBurst> seen{};
+  std::atomic<std::size_t> received{0};
+  group.set_event_handler([&](Shard& s, Event& ev) {
+    if (ev.type != EventType::receive) return;
+    const std::size_t i = received.load(std::memory_order_relaxed);
+    if (i < kBurst) seen[i] = s.delivery_time_ns();
+    received.store(i + 1, std::memory_order_release);
+  });
+  std::string error;
+  ASSERT_TRUE(group.start(error)) << error;
+  auto client = Host::listen(HostOptions{}, *Endpoint::parse("127.0.0.1:0"), error);
+  ASSERT_NE(client, nullptr) << error;
+  const PeerHandle peer = client->connect(group.local_endpoint(), 1);
+  ASSERT_TRUE(peer.valid());
+  Event ev;
+  bool connected = false;
+  const auto deadline = Clock::now() + 10s;
+  while (!connected && Clock::now() < deadline) {
+    while (client->service(ev, 1ms)) connected = connected || ev.type == EventType::connect;
+  }
+  ASSERT_TRUE(connected);
+  const std::uint64_t before_send = steady_ns();
+  for (std::uint32_t seq = 0; seq < kBurst; ++seq) {
+    const auto msg = encode(1, seq);
+    ASSERT_EQ(client->send(peer, 0, Delivery::reliable, std::span<const std::byte>(msg)),
+              SendResult::ok);
+  }
+  client->flush();  // all of them in one datagram
+  EXPECT_TRUE(
+      wait_until([&] { return received.load(std::memory_order_acquire) >= kBurst; }, 10000ms));
+  const std::uint64_t after = steady_ns();
+  ASSERT_EQ(received.load(std::memory_order_acquire), kBurst);
+  EXPECT_GE(seen[0], before_send);
+  EXPECT_LE(seen[0], after);
+  for (std::size_t i = 1; i < kBurst; ++i) EXPECT_EQ(seen[i], seen[0]) << "message " << i;
+
+  std::atomic<std::uint64_t> apart{0};
+  ASSERT_TRUE(group.post(0, [&](Shard& s) {
+    const std::uint64_t first = s.delivery_time_ns();
+    std::this_thread::sleep_for(2ms);
+    apart = s.delivery_time_ns() - first;
+  }));
+  EXPECT_TRUE(wait_until([&] { return apart.load() != 0; }, 5000ms));
+  EXPECT_GE(apart.load(), 2'000'000u);
+  client->disconnect(peer, 0);
+  bool gone = false;
+  while (!gone && Clock::now() < deadline + 10s) {
+    while (client->service(ev, 1ms)) gone = gone || ev.type == EventType::disconnect;
+  }
+  EXPECT_TRUE(gone);
+  EXPECT_TRUE(group.stop(5000ms));
+}
+
 TEST(Shard, StartFailsCleanlyWhenThePortIsTaken) {
   // A plain socket without SO_REUSEPORT owns the port, so shard 0 cannot bind it.
   std::string error;
