@@ -181,6 +181,7 @@ class DpdkDriver final : public rt::Driver {
   std::size_t tx_room() const override;
   void wait(std::uint64_t timeout_us) override;
   void set_wake_fd(int fd) override { wake_fd_ = fd; }
+  void set_time(std::uint64_t now_us) override { now_us_ = now_us; }
 
   Endpoint local_endpoint() const override { return local_; }
   rt::DriverCaps caps() const override;
@@ -196,8 +197,11 @@ class DpdkDriver final : public rt::Driver {
   friend std::unique_ptr<rt::Driver> open_dpdk_driver(unsigned, std::uint16_t, std::string&);
   explicit DpdkDriver(std::unique_ptr<Impl> impl);
 
+  std::uint64_t now() const;
+
   std::unique_ptr<Impl> impl_;
   unsigned queue_ = 0;
+  std::uint64_t now_us_ = 0;  // the shard's clock; 0 until a shard gives it
   Endpoint local_;
   int wake_fd_ = -1;
   rt::DriverStats stats_;

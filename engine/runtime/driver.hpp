@@ -75,6 +75,11 @@ class Driver {
   // would then repair with retransmissions into the same full queue. Backends that cannot tell
   // (kernel sockets) say "unlimited".
   virtual std::size_t tx_room() const { return std::numeric_limits<std::size_t>::max(); }
+  // The shard's clock (steady, µs), given before each rx_burst and tx_burst of an iteration:
+  // drivers that keep timers of their own (DPDK: ARP, the transmit backlog's give-up) use it
+  // instead of reading the clock on every burst. Until it is first called, they read the
+  // clock themselves.
+  virtual void set_time(std::uint64_t now_us) { (void)now_us; }
   // Sleep until a frame may be ready or `timeout_us` passed (0 = just check). Returns early on
   // traffic, and when the wake fd (below) becomes readable. Drivers whose time is virtual (sim)
   // return immediately.

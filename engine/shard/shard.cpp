@@ -249,14 +249,16 @@ void Shard::poll_once(D& driver) {
   now_ = resume_at_us_ != 0 ? resume_at_us_ : steady_now_us();
   const std::uint64_t started = now_;
   const std::uint64_t work_before = posted_run_ + cross_received_;
+  driver.set_time(now_);
   bool busy = receive(driver) != 0;         // 1, 4-5: rx_burst → on_datagram
   const bool delivered = deliver_events();  // 6: application callback, run to completion
   drain_posted();                           // 7: work from other threads
   busy = drain_cross() || busy;             //    and from other shards
   if (busy || delivered || posted_run_ + cross_received_ != work_before)
     now_ = steady_now_us();  // the callbacks may have taken a while
-  transmit(driver);          // 8-10: timers, datagrams, tx_burst
-  wake_touched();            // shards we sent to this iteration
+  driver.set_time(now_);
+  transmit(driver);  // 8-10: timers, datagrams, tx_burst
+  wake_touched();    // shards we sent to this iteration
   ++iterations_;
   const std::uint64_t ended = steady_now_us();
   const std::uint64_t took = ended - started;
