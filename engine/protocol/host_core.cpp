@@ -85,7 +85,14 @@ struct AckChunk {
 };
 
 // Allocated (from a pool) the first time the channel carries a message either way.
+// A channel's commands in flight, by reliable sequence number modulo this many: the slot an
+// acknowledgement names is next to the ones its predecessors named, so it is usually in cache,
+// where a host-wide hash scatters them. A command whose slot is taken (more than this many
+// sequence numbers behind the newest in flight: a backlog) goes to the host-wide index instead.
+inline constexpr std::size_t kChannelUnackedSlots = 32;
+
 struct Channel {
+  std::array<OutCmd*, kChannelUnackedSlots> unacked{};
   std::uint16_t out_reliable_seq = 0;
   std::uint16_t out_reliable_sent = 0;  // highest reliable seq transmitted at least once
   std::uint16_t out_unreliable_seq = 0;
@@ -310,8 +317,10 @@ struct HostCore::Impl {
   std::uint64_t now_ms = 0;
   Pool<OutCmd> out_pool;
   // Reliable commands transmitted at least once and not yet acknowledged (on sent_reliable,
-  // or back on outgoing_reliable for a resend), by peer slot, channel and sequence number:
-  // an acknowledgement finds its command without walking the list.
+  // or back on outgoing_reliable for a resend) are indexed, so an acknowledgement finds its
+  // command without walking the list: in their channel's slots (Channel::unacked), or here by
+  // peer slot, channel and sequence number (system commands, and those whose channel slot is
+  // taken).
   base::PointerIndex<OutCmd> unacked{1024};
   Pool<InCmd> in_pool;
   Pool<AckChunk> ack_pool;
@@ -578,8 +587,39 @@ struct HostCore::Impl {
     out_pool.put(c);
   }
 
+  static OutCmd** unacked_slot(const Peer& p, std::uint8_t channel_id, std::uint16_t seq) {
+    if (channel_id >= p.channel_count) return nullptr;  // system commands (0xFF)
+    Channel* ch = channel_if(p, channel_id);
+    return ch != nullptr ? &ch->unacked[seq % kChannelUnackedSlots] : nullptr;
+  }
+
+  void track_unacked(Peer& p, OutCmd* c) {
+    OutCmd** slot = unacked_slot(p, c->command.channel_id, c->reliable_seq);
+    if (slot != nullptr && *slot == nullptr) {
+      *slot = c;
+    } else {
+      unacked.insert(unacked_key(p, c->command.channel_id, c->reliable_seq), c);
+    }
+  }
+
+  void untrack_unacked(Peer& p, OutCmd* c) {
+    OutCmd** slot = unacked_slot(p, c->command.channel_id, c->reliable_seq);
+    if (slot != nullptr && *slot == c) {
+      *slot = nullptr;
+    } else {
+      unacked.erase(unacked_key(p, c->command.channel_id, c->reliable_seq));
+    }
+  }
+
+  OutCmd* find_unacked(const Peer& p, std::uint8_t channel_id, std::uint16_t seq) const {
+    if (OutCmd** slot = unacked_slot(p, channel_id, seq)) {
+      if (*slot != nullptr && (*slot)->reliable_seq == seq) return *slot;
+    }
+    return unacked.size() != 0 ? unacked.find(unacked_key(p, channel_id, seq)) : nullptr;
+  }
+
   void free_reliable(Peer& p, OutCmd* c) {
-    if (c->send_attempts > 0) unacked.erase(unacked_key(p, c->command.channel_id, c->reliable_seq));
+    if (c->send_attempts > 0) untrack_unacked(p, c);
     put_out(*p.queues, c);
   }
 
@@ -780,10 +820,9 @@ struct HostCore::Impl {
     // ENet searches sent_reliable, then the timed-out commands waiting at the front of
     // outgoing_reliable for their resend (they can still be acknowledged): exactly the
     // commands the index holds.
-    const std::uint64_t key = unacked_key(p, channel_id, seq);
-    OutCmd* found = unacked.find(key);
+    OutCmd* found = find_unacked(p, channel_id, seq);
     if (found == nullptr) return Cmd::none;
-    unacked.erase(key);
+    untrack_unacked(p, found);
     const bool was_sent = found->in_sent;
     if (channel_id < p.channel_count) {
       // Never null: the command was queued on it.
@@ -1875,8 +1914,7 @@ struct HostCore::Impl {
       ++ch->reliable_windows[w];
       ch->out_reliable_sent = c->reliable_seq;
     }
-    if (c->send_attempts == 0)
-      unacked.insert(unacked_key(p, c->command.channel_id, c->reliable_seq), c);
+    if (c->send_attempts == 0) track_unacked(p, c);
     ++c->send_attempts;
     if (c->rto_ms == 0) c->rto_ms = std::uint32_t{p.rtt} + 4 * std::uint32_t{p.rtt_variance};
     if (q.sent_reliable.empty()) q.next_timeout = now_ms + c->rto_ms;
