@@ -1018,6 +1018,18 @@ struct HostCore::Impl {
     }
     const std::size_t len = cmd.payload.size();
     if (!charge(p, len, false, why)) return Handled::stop;  // no ack: the sender retries later
+    if (ch.in_reliable.empty() &&
+        cmd.reliable_seq == static_cast<std::uint16_t>(ch.in_reliable_seq + 1)) {
+      // The next message in order with nothing held before it, the usual case: delivered
+      // straight away, as dispatch_reliable would, without a stay on the reorder list.
+      p.total_waiting_data -= len;
+      counters.buffered_bytes -= len;
+      ch.in_reliable_seq = cmd.reliable_seq;
+      deliver_now(p, cmd.channel_id, Delivery::reliable, Packet::copy_of(cmd.payload));
+      ch.in_unreliable_seq = 0;
+      if (!ch.in_unreliable.empty()) dispatch_unreliable(p, cmd.channel_id);
+      return Handled::ok;
+    }
     InCmd* c = in_pool.get();
     c->reliable_seq = cmd.reliable_seq;
     c->type = Cmd::send_reliable;
