@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """DPDK (net_memif) against io_uring, side by side in one run, medians of N runs.
 
-  sudo perf/dpdk_bench.py [--build build-release] [--runs 3] [--rates 100,150,200,300,400,450,500]
+  sudo perf/dpdk_bench.py [--build build-release] [--runs 3] [--rates 100,150,200,300,400,500,600,700]
                           [--duration 10] [--skip-testpmd] [--json perf/results/dpdk_bench.json]
 
 (a) relay throughput: tern-relay (1 shard, --idle busy) on DPDK net_memif (server role)
@@ -329,7 +329,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build-release"))
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--rates", default="100,150,200,300,400,450,500")
+    ap.add_argument("--rates", default="100,150,200,300,400,500,600,700")
     ap.add_argument("--duration", default="10")
     ap.add_argument("--pings", type=int, default=20000)
     ap.add_argument("--testpmd-seconds", type=int, default=5)
