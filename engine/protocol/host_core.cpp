@@ -84,13 +84,13 @@ struct AckChunk {
   std::array<PendingAck, kCapacity> acks;
 };
 
-// Allocated (from a pool) the first time the channel carries a message either way.
 // A channel's commands in flight, by reliable sequence number modulo this many: the slot an
 // acknowledgement names is next to the ones its predecessors named, so it is usually in cache,
 // where a host-wide hash scatters them. A command whose slot is taken (more than this many
 // sequence numbers behind the newest in flight: a backlog) goes to the host-wide index instead.
 inline constexpr std::size_t kChannelUnackedSlots = 32;
 
+// Allocated (from a pool) the first time the channel carries a message either way.
 struct Channel {
   std::array<OutCmd*, kChannelUnackedSlots> unacked{};
   std::uint16_t out_reliable_seq = 0;

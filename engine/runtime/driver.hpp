@@ -75,7 +75,7 @@ class Driver {
   // would then repair with retransmissions into the same full queue. Backends that cannot tell
   // (kernel sockets) say "unlimited".
   virtual std::size_t tx_room() const { return std::numeric_limits<std::size_t>::max(); }
-  // The shard's clock (steady, µs), given before each rx_burst and tx_burst of an iteration:
+  // The shard's clock (steady, µs), given before an iteration's receive and transmit steps:
   // drivers that keep timers of their own (DPDK: ARP, the transmit backlog's give-up) use it
   // instead of reading the clock on every burst. Until it is first called, they read the
   // clock themselves.
