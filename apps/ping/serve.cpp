@@ -38,8 +38,10 @@ int run_server(const ServeConfig& config) {
     std::fprintf(stderr, "tern-ping: %s\n", setup_error.c_str());
     return kExitFailure;
   }
-  rt::ShardGroup group(
-      group_options(config.runtime, config.bind, true, config.peers, config.channels));
+  rt::ShardGroupOptions options =
+      group_options(config.runtime, config.bind, true, config.peers, config.channels);
+  options.busy_poll_only_connected = true;  // a server: no spinning while no one is connected
+  rt::ShardGroup group(options);
   std::vector<std::unique_ptr<ServeShardStats>> stats;
   for (std::size_t i = 0; i < config.runtime.shards; ++i) {
     stats.push_back(std::make_unique<ServeShardStats>());

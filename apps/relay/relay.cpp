@@ -112,6 +112,7 @@ Relay::Relay(const RelayConfig& config)
           o.bind = Endpoint::v4(0, config.listen.port);
         }
         o.idle = config.idle == "busy" ? rt::IdlePolicy::busy_poll : rt::IdlePolicy::wait_deadline;
+        o.busy_poll_only_connected = true;  // a server: no spinning with no one connected
         o.pin = config.pin;
         // Each shard may hold every peer (the kernel's hash need not be even); the relay-wide
         // limit is enforced on connect across shards. The headroom lets a shard that already

@@ -425,7 +425,10 @@ void Shard::transmit(D& driver) {
 
 template <class D>
 bool Shard::idle(D& driver, bool busy) {
-  if (options_.idle == IdlePolicy::busy_poll) return false;
+  if (options_.idle == IdlePolicy::busy_poll &&
+      (!options_.busy_poll_only_connected || core_.peer_count() != 0)) {
+    return false;
+  }
   // More work is likely right behind a non-empty burst or a full ring batch: go round again.
   if (busy) return false;
   if (posted_pending_.load(std::memory_order_relaxed)) return false;

@@ -64,6 +64,13 @@ struct ShardGroupOptions {
   DriverKind driver = DriverKind::socket;
   proto::HostConfig host;  // per shard; random_seed is varied per shard
   IdlePolicy idle = IdlePolicy::wait_deadline;
+  // With busy_poll: a shard holding no connection at all waits as wait_deadline does instead
+  // of spinning, and spins again from the first datagram. Servers set it: nothing is lost
+  // while no one is connected (a connect is seen at most one DPDK nap, 50 µs, later), and a
+  // DPDK memif port whose peer process exits is then almost never inside a receive burst when
+  // DPDK 22.11's memif unmaps the peer's rings under it, a PMD race that crashes the burst
+  // (seen about once in 150 echo runs with the server spinning).
+  bool busy_poll_only_connected = false;
   bool pin = true;  // shard i runs on CPU i % ncpu
   // Servers share one port (SO_REUSEPORT steers each remote 4-tuple to one shard). A client
   // group sets this false: each shard then binds `bind` on its own (port 0: its own ephemeral

@@ -444,6 +444,50 @@ TEST(Shard, MessagesOfOneBurstShareTheirDeliveryTime) {
   EXPECT_TRUE(group.stop(5000ms));
 }
 
+// busy_poll_only_connected: a busy-polling server with no connection waits (idle_waits grows);
+// while a client is connected it spins (no waits); once the client is gone it waits again.
+TEST(Shard, ABusyServerSpinsOnlyWhileSomeoneIsConnected) {
+  ShardGroupOptions o = echo_options(DriverKind::socket);
+  o.shards = 1;
+  o.idle = IdlePolicy::busy_poll;
+  o.busy_poll_only_connected = true;
+  o.max_wait = std::chrono::microseconds(1000);
+  o.pin = false;
+  ShardGroup group(o);
+  std::string error;
+  ASSERT_TRUE(group.start(error)) << error;
+  EXPECT_TRUE(wait_until([&] { return group.counters(0).idle_waits > 10; }, 5000ms));
+
+  auto client = Host::listen(HostOptions{}, *Endpoint::parse("127.0.0.1:0"), error);
+  ASSERT_NE(client, nullptr) << error;
+  const PeerHandle peer = client->connect(group.local_endpoint(), 1);
+  ASSERT_TRUE(peer.valid());
+  Event ev;
+  bool connected = false;
+  const auto deadline = Clock::now() + 10s;
+  while (!connected && Clock::now() < deadline) {
+    while (client->service(ev, 1ms)) connected = connected || ev.type == EventType::connect;
+  }
+  ASSERT_TRUE(connected);
+  ASSERT_TRUE(wait_until([&] { return group.counters(0).peers == 1; }, 5000ms));
+  const std::uint64_t waits_connected = group.counters(0).idle_waits;
+  const std::uint64_t iterations_connected = group.counters(0).iterations;
+  const auto until = Clock::now() + 200ms;
+  while (Clock::now() < until) client->service(ev, 1ms);
+  EXPECT_EQ(group.counters(0).idle_waits, waits_connected);
+  EXPECT_GT(group.counters(0).iterations, iterations_connected + 1000);  // spinning
+
+  client->disconnect(peer, 0);
+  bool gone = false;
+  while (!gone && Clock::now() < deadline + 10s) {
+    while (client->service(ev, 1ms)) gone = gone || ev.type == EventType::disconnect;
+  }
+  EXPECT_TRUE(gone);
+  EXPECT_TRUE(
+      wait_until([&] { return group.counters(0).idle_waits > waits_connected + 10; }, 5000ms));
+  EXPECT_TRUE(group.stop(5000ms));
+}
+
 TEST(Shard, StartFailsCleanlyWhenThePortIsTaken) {
   // A plain socket without SO_REUSEPORT owns the port, so shard 0 cannot bind it.
   std::string error;
