@@ -113,6 +113,18 @@ bool wait_until(Pred pred, std::chrono::milliseconds limit) {
   return true;
 }
 
+// Services `client` until it reports an event of type `want`; false after `limit`.
+bool service_until(Host& client, EventType want, std::chrono::milliseconds limit) {
+  Event ev;
+  const auto deadline = Clock::now() + limit;
+  while (Clock::now() < deadline) {
+    while (client.service(ev, 1ms)) {
+      if (ev.type == want) return true;
+    }
+  }
+  return false;
+}
+
 ShardGroupOptions echo_options(DriverKind kind) {
   ShardGroupOptions o;
   o.bind = *Endpoint::parse("127.0.0.1:0");
@@ -363,13 +375,7 @@ TEST(Shard, CountsRetransmitsAndTimeoutsOfAPeerThatStopsAnswering) {
   ASSERT_TRUE(peer.valid());
   // Service until the shard's message arrives, then fall silent: the shard's pings (reliable,
   // every 500 ms) go unacknowledged, are resent, and the peer is given up for timed out.
-  bool got_hello = false;
-  Event ev;
-  const auto deadline = Clock::now() + 10s;
-  while (!got_hello && Clock::now() < deadline) {
-    while (client->service(ev, 1ms)) got_hello = got_hello || ev.type == EventType::receive;
-  }
-  ASSERT_TRUE(got_hello);
+  ASSERT_TRUE(service_until(*client, EventType::receive, 10000ms));
   EXPECT_EQ(group.counters(0).timeouts, 0u);
   EXPECT_TRUE(wait_until([&] { return group.counters(0).timeouts == 1; }, 10000ms));
   const ShardCounters c = group.counters(0);
@@ -405,13 +411,7 @@ TEST(Shard, MessagesOfOneBurstShareTheirDeliveryTime) {
   ASSERT_NE(client, nullptr) << error;
   const PeerHandle peer = client->connect(group.local_endpoint(), 1);
   ASSERT_TRUE(peer.valid());
-  Event ev;
-  bool connected = false;
-  const auto deadline = Clock::now() + 10s;
-  while (!connected && Clock::now() < deadline) {
-    while (client->service(ev, 1ms)) connected = connected || ev.type == EventType::connect;
-  }
-  ASSERT_TRUE(connected);
+  ASSERT_TRUE(service_until(*client, EventType::connect, 10000ms));
   const std::uint64_t before_send = steady_ns();
   for (std::uint32_t seq = 0; seq < kBurst; ++seq) {
     const auto msg = encode(1, seq);
@@ -436,11 +436,7 @@ TEST(Shard, MessagesOfOneBurstShareTheirDeliveryTime) {
   EXPECT_TRUE(wait_until([&] { return apart.load() != 0; }, 5000ms));
   EXPECT_GE(apart.load(), 2'000'000u);
   client->disconnect(peer, 0);
-  bool gone = false;
-  while (!gone && Clock::now() < deadline + 10s) {
-    while (client->service(ev, 1ms)) gone = gone || ev.type == EventType::disconnect;
-  }
-  EXPECT_TRUE(gone);
+  EXPECT_TRUE(service_until(*client, EventType::disconnect, 10000ms));
   EXPECT_TRUE(group.stop(5000ms));
 }
 
@@ -462,27 +458,18 @@ TEST(Shard, ABusyServerSpinsOnlyWhileSomeoneIsConnected) {
   ASSERT_NE(client, nullptr) << error;
   const PeerHandle peer = client->connect(group.local_endpoint(), 1);
   ASSERT_TRUE(peer.valid());
-  Event ev;
-  bool connected = false;
-  const auto deadline = Clock::now() + 10s;
-  while (!connected && Clock::now() < deadline) {
-    while (client->service(ev, 1ms)) connected = connected || ev.type == EventType::connect;
-  }
-  ASSERT_TRUE(connected);
+  ASSERT_TRUE(service_until(*client, EventType::connect, 10000ms));
   ASSERT_TRUE(wait_until([&] { return group.counters(0).peers == 1; }, 5000ms));
   const std::uint64_t waits_connected = group.counters(0).idle_waits;
   const std::uint64_t iterations_connected = group.counters(0).iterations;
+  Event ev;
   const auto until = Clock::now() + 200ms;
   while (Clock::now() < until) client->service(ev, 1ms);
   EXPECT_EQ(group.counters(0).idle_waits, waits_connected);
   EXPECT_GT(group.counters(0).iterations, iterations_connected + 1000);  // spinning
 
   client->disconnect(peer, 0);
-  bool gone = false;
-  while (!gone && Clock::now() < deadline + 10s) {
-    while (client->service(ev, 1ms)) gone = gone || ev.type == EventType::disconnect;
-  }
-  EXPECT_TRUE(gone);
+  EXPECT_TRUE(service_until(*client, EventType::disconnect, 10000ms));
   EXPECT_TRUE(
       wait_until([&] { return group.counters(0).idle_waits > waits_connected + 10; }, 5000ms));
   EXPECT_TRUE(group.stop(5000ms));

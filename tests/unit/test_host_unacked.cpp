@@ -59,13 +59,19 @@ void expect_nothing_in_flight(CorePair& pair) {
   EXPECT_EQ(stats.queued_outgoing, 0u);
 }
 
-TEST(HostUnacked, AcknowledgementsInAnyOrderFreeEveryCommand) {
+// A connected pair on two channels; the client's receive events are collected in `got`.
+class HostUnacked : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    pair.on_client_event = [this](Event& ev) { count_into(got, ev); };
+    pair.handshake(2);
+  }
+
   CorePair pair;
   Received got;
-  pair.on_client_event = [&](Event& ev) { count_into(got, ev); };
-  pair.handshake(2);
-  ASSERT_FALSE(::testing::Test::HasFatalFailure());
+};
 
+TEST_F(HostUnacked, AcknowledgementsInAnyOrderFreeEveryCommand) {
   auto datagrams = send_burst(pair);
   ASSERT_GT(datagrams.size(), 4u);
   std::mt19937 rng(7);
@@ -84,13 +90,7 @@ TEST(HostUnacked, AcknowledgementsInAnyOrderFreeEveryCommand) {
   expect_nothing_in_flight(pair);
 }
 
-TEST(HostUnacked, ACommandStuckAtTheFrontIsFoundWhenItsAcknowledgementComes) {
-  CorePair pair;
-  Received got;
-  pair.on_client_event = [&](Event& ev) { count_into(got, ev); };
-  pair.handshake(2);
-  ASSERT_FALSE(::testing::Test::HasFatalFailure());
-
+TEST_F(HostUnacked, ACommandStuckAtTheFrontIsFoundWhenItsAcknowledgementComes) {
   // The first datagram (the oldest commands on both channels) is lost; the rest arrive and are
   // acknowledged, so hundreds of commands behind the lost ones come and go meanwhile.
   const auto datagrams = send_burst(pair);
