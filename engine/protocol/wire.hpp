@@ -9,6 +9,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 
 namespace tern::proto {
@@ -186,11 +187,38 @@ class Reader {
   explicit Reader(std::span<const std::byte> bytes) : bytes_(bytes) {}
   std::size_t remaining() const { return bytes_.size() - pos_; }
   std::size_t position() const { return pos_; }
-  bool read_u8(std::uint8_t& v);
-  bool read_u16(std::uint16_t& v);
-  bool read_u32(std::uint32_t& v);
-  bool read_bytes(std::size_t n, std::span<const std::byte>& out);
-  bool skip(std::size_t n);
+  // Inline: the codec calls these per field of every command, on the per-packet path.
+  bool read_u8(std::uint8_t& v) {
+    if (remaining() < 1) return false;
+    v = static_cast<std::uint8_t>(bytes_[pos_]);
+    pos_ += 1;
+    return true;
+  }
+  bool read_u16(std::uint16_t& v) {
+    if (remaining() < 2) return false;
+    v = static_cast<std::uint16_t>((std::uint16_t(bytes_[pos_]) << 8) |
+                                   std::uint16_t(bytes_[pos_ + 1]));
+    pos_ += 2;
+    return true;
+  }
+  bool read_u32(std::uint32_t& v) {
+    if (remaining() < 4) return false;
+    v = (std::uint32_t(bytes_[pos_]) << 24) | (std::uint32_t(bytes_[pos_ + 1]) << 16) |
+        (std::uint32_t(bytes_[pos_ + 2]) << 8) | std::uint32_t(bytes_[pos_ + 3]);
+    pos_ += 4;
+    return true;
+  }
+  bool read_bytes(std::size_t n, std::span<const std::byte>& out) {
+    if (remaining() < n) return false;
+    out = bytes_.subspan(pos_, n);
+    pos_ += n;
+    return true;
+  }
+  bool skip(std::size_t n) {
+    if (remaining() < n) return false;
+    pos_ += n;
+    return true;
+  }
 
  private:
   std::span<const std::byte> bytes_;
@@ -204,10 +232,41 @@ class Writer {
   std::size_t position() const { return pos_; }
   std::size_t remaining() const { return bytes_.size() - pos_; }
   bool ok() const { return ok_; }
-  void u8(std::uint8_t v);
-  void u16(std::uint16_t v);
-  void u32(std::uint32_t v);
-  void bytes(std::span<const std::byte> b);
+  void u8(std::uint8_t v) {
+    if (remaining() < 1) {
+      ok_ = false;
+      return;
+    }
+    bytes_[pos_++] = std::byte{v};
+  }
+  void u16(std::uint16_t v) {
+    if (remaining() < 2) {
+      ok_ = false;
+      return;
+    }
+    bytes_[pos_] = std::byte(v >> 8);
+    bytes_[pos_ + 1] = std::byte(v & 0xff);
+    pos_ += 2;
+  }
+  void u32(std::uint32_t v) {
+    if (remaining() < 4) {
+      ok_ = false;
+      return;
+    }
+    bytes_[pos_] = std::byte(v >> 24);
+    bytes_[pos_ + 1] = std::byte((v >> 16) & 0xff);
+    bytes_[pos_ + 2] = std::byte((v >> 8) & 0xff);
+    bytes_[pos_ + 3] = std::byte(v & 0xff);
+    pos_ += 4;
+  }
+  void bytes(std::span<const std::byte> b) {
+    if (remaining() < b.size()) {
+      ok_ = false;
+      return;
+    }
+    if (!b.empty()) std::memcpy(bytes_.data() + pos_, b.data(), b.size());
+    pos_ += b.size();
+  }
 
  private:
   std::span<std::byte> bytes_;

@@ -8,6 +8,8 @@
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -230,3 +232,164 @@ void BM_Reassembly(benchmark::State& state) {
 BENCHMARK(BM_Reassembly)->Arg(64 << 10)->Arg(1 << 20)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
+
+// ---- relay fan-out ----------------------------------------------------------------------
+
+// The relay benchmark's protocol work without a network: one server core relaying every
+// reliable message to the other members of its room (as tern-relay does) and one client core
+// holding all the connections (as tern-loadgen does). Each iteration is one tick: every client
+// sends one 64-byte message, then the cores trade datagrams until nothing is left to say.
+// Each side's CPU time is taken separately, so `server_ns_per_copy` and `client_ns_per_copy`
+// are the protocol's share of the relay's and the load generator's cost per relayed copy.
+struct FanoutRig {
+  static constexpr std::uint64_t kTickUs = 2000;
+  std::size_t clients;
+  std::size_t room_size;
+  HostConfig config;
+  std::unique_ptr<HostCore> client;
+  std::unique_ptr<HostCore> server;
+  std::vector<PeerHandle> to_server;          // client side, by client index
+  std::vector<PeerHandle> server_peer;        // server side, by client index (its connect data)
+  std::vector<std::uint32_t> client_of_slot;  // server peer slot -> client index
+  std::uint64_t now_us = kStartUs;
+  std::uint64_t server_ns = 0, client_ns = 0, copies = 0;
+
+  FanoutRig(std::size_t n, std::size_t room) : clients(n), room_size(room) {
+    config.peer_limit = n + 16;
+    client = std::make_unique<HostCore>(config);
+    server = std::make_unique<HostCore>(config);
+  }
+
+  static std::uint64_t ns() {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          std::chrono::steady_clock::now().time_since_epoch())
+                                          .count());
+  }
+
+  // Datagrams in flight each way, as the other side's receive queue.
+  std::vector<Bytes> to_client_q, to_server_q;
+
+  // One run-to-completion iteration of a side, as a runtime shard does it: up to 8 bursts of
+  // 64 datagrams, each burst's events handled before the next, then one flush. Returns
+  // whether it did anything.
+  bool iterate(HostCore& core, const Endpoint& from, std::vector<Bytes>& inbox,
+               std::vector<Bytes>& outbox, bool is_server, std::size_t& received,
+               std::uint64_t& spent) {
+    const std::uint64_t a = ns();
+    const std::size_t take = std::min<std::size_t>(inbox.size(), 8 * 64);
+    bool any = take != 0;
+    for (std::size_t burst = 0; burst == 0 || burst < take; burst += 64) {
+      for (std::size_t i = burst; i < std::min(take, burst + 64); ++i)
+        core.on_datagram(now_us, from, inbox[i]);
+      Event ev;
+      while (core.poll_event(ev)) {
+        any = true;
+        if (!is_server) {
+          received += ev.type == EventType::receive ? 1 : 0;
+        } else if (ev.type == EventType::connect) {
+          if (ev.peer.slot >= client_of_slot.size()) client_of_slot.resize(ev.peer.slot + 1);
+          client_of_slot[ev.peer.slot] = ev.data;
+          server_peer[ev.data] = ev.peer;
+        } else if (ev.type == EventType::receive) {
+          const std::size_t sender = client_of_slot[ev.peer.slot];
+          const std::size_t first = sender - sender % room_size;
+          for (std::size_t m = first; m < first + room_size && m < clients; ++m) {
+            if (m != sender) server->send(server_peer[m], 0, Delivery::reliable, ev.packet);
+          }
+        }
+      }
+    }
+    auto& batch = out_batch();
+    std::uint64_t copying = 0;
+    for (;;) {
+      const std::size_t n = core.flush(now_us, batch);
+      const std::uint64_t c0 = ns();
+      for (std::size_t i = 0; i < n; ++i)
+        outbox.emplace_back(batch[i].view().begin(), batch[i].view().end());
+      copying += ns() - c0;
+      any = any || n != 0;
+      if (n < batch.size()) break;
+    }
+    spent += ns() - a - copying;  // the rig's copying is the network's work, not the core's
+    inbox.erase(inbox.begin(), inbox.begin() + static_cast<std::ptrdiff_t>(take));
+    return any;
+  }
+
+  // Alternates the two sides until both are quiet; returns the copies the clients received.
+  std::size_t exchange(bool timed) {
+    std::size_t received = 0;
+    std::uint64_t s = 0, c = 0;
+    for (int round = 0; round < 1000; ++round) {
+      const bool server_busy =
+          iterate(*server, kClientEp, to_server_q, to_client_q, true, received, s);
+      const bool client_busy =
+          iterate(*client, kServerEp, to_client_q, to_server_q, false, received, c);
+      if (!server_busy && !client_busy) break;
+    }
+    if (timed) {
+      server_ns += s;
+      client_ns += c;
+    }
+    return received;
+  }
+
+  bool connect() {
+    to_server.resize(clients);
+    server_peer.resize(clients);
+    for (std::size_t i = 0; i < clients; ++i) {
+      to_server[i] = client->connect(now_us, kServerEp, 1, static_cast<std::uint32_t>(i));
+      if (!to_server[i].valid()) return false;
+    }
+    for (int i = 0; i < 20; ++i) {
+      now_us += 1000;
+      exchange(false);
+    }
+    for (std::size_t i = 0; i < clients; ++i) {
+      if (client->peer_state(to_server[i]) != PeerState::connected || !server_peer[i].valid())
+        return false;
+    }
+    return true;
+  }
+
+  // One tick; returns the copies delivered.
+  std::size_t tick() {
+    now_us += kTickUs;
+    static const Bytes payload(64, std::byte{0x5a});
+    const std::uint64_t a = ns();
+    for (std::size_t i = 0; i < clients; ++i) {
+      client->send(to_server[i], 0, Delivery::reliable, payload);
+    }
+    client_ns += ns() - a;
+    const std::size_t got = exchange(true);
+    copies += got;
+    return got;
+  }
+};
+
+void BM_RelayFanout(benchmark::State& state) {
+  const auto clients = static_cast<std::size_t>(state.range(0));
+  const auto room = static_cast<std::size_t>(state.range(1));
+  FanoutRig rig(clients, room);
+  if (!rig.connect()) {
+    state.SkipWithError("clients did not connect");
+    return;
+  }
+  const std::size_t expected =
+      clients / room * room * (room - 1) + (clients % room) * (clients % room - 1);
+  for (int i = 0; i < 5; ++i) rig.tick();  // warm the pools
+  rig.server_ns = rig.client_ns = rig.copies = 0;
+  for (auto _ : state) {
+    if (rig.tick() != expected) {
+      state.SkipWithError("a tick lost copies");
+      break;
+    }
+  }
+  const double copies = static_cast<double>(rig.copies);
+  state.SetItemsProcessed(static_cast<std::int64_t>(rig.copies));
+  state.counters["server_ns_per_copy"] = static_cast<double>(rig.server_ns) / copies;
+  state.counters["client_ns_per_copy"] = static_cast<double>(rig.client_ns) / copies;
+  state.counters["retransmits"] = static_cast<double>(rig.server->counters().retransmits);
+  state.counters["copies_per_datagram"] = static_cast<double>(rig.server->counters().messages_out) /
+                                          static_cast<double>(rig.server->counters().datagrams_out);
+}
+BENCHMARK(BM_RelayFanout)->Args({1000, 8})->Unit(benchmark::kMicrosecond);
