@@ -250,10 +250,11 @@ void Shard::poll_once(D& driver) {
   const std::uint64_t started = now_;
   const std::uint64_t work_before = posted_run_ + cross_received_;
   driver.set_time(now_);
-  bool busy = receive(driver) != 0;         // 1, 4-5: rx_burst → on_datagram
-  const bool delivered = deliver_events();  // 6: application callback, run to completion
-  drain_posted();                           // 7: work from other threads
-  busy = drain_cross() || busy;             //    and from other shards
+  bool delivered = false;
+  bool busy = receive(driver, delivered) != 0;  // 1, 4-6: rx_burst → on_datagram → callback
+  delivered = deliver_events() || delivered;    // events of timers and sends outside a burst
+  drain_posted();                               // 7: work from other threads
+  busy = drain_cross() || busy;                 //    and from other shards
   if (busy || delivered || posted_run_ + cross_received_ != work_before)
     now_ = steady_now_us();  // the callbacks may have taken a while
   driver.set_time(now_);
@@ -278,7 +279,7 @@ void Shard::poll_once(D& driver) {
 }
 
 template <class D>
-std::size_t Shard::receive(D& driver) {
+std::size_t Shard::receive(D& driver, bool& delivered) {
   std::span<RxFrame> rx(rx_);
   std::size_t total = 0;
   for (std::size_t burst = 0; burst < kMaxRxBurstsPerIteration; ++burst) {
@@ -286,6 +287,10 @@ std::size_t Shard::receive(D& driver) {
     // Frames stay valid only until the next rx_burst, so each burst is consumed whole here.
     const std::size_t keep = batch_filter_ && n != 0 ? batch_filter_(*this, rx.first(n)) : n;
     for (std::size_t i = 0; i < keep; ++i) core_.on_datagram(now_, rx[i].from, rx[i].bytes);
+    // The handler takes each burst's messages before the next burst arrives: the buffers the
+    // core just filled are still in cache, and the pool hands the same ones out again for the
+    // next burst instead of cycling through eight bursts' worth.
+    delivered = deliver_events() || delivered;
     total += n;
     if (n < rx.size()) break;
   }

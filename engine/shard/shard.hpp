@@ -155,11 +155,12 @@ class Shard {
   // Shard-thread only (inside the event handler or a posted task).
   proto::HostCore& core() { return core_; }
   std::uint64_t now_us() const;
-  // Steady-clock nanoseconds (std::chrono::steady_clock) at which the handler started on this
-  // iteration's events: the first call in an iteration reads the clock and the rest of the
-  // iteration's events get the same value, so a handler that times every message pays one
-  // clock read per burst, not one per message (~17 ns each, a tenth of a relayed copy's
-  // cost). Outside the event handler it reads the clock each time.
+  // Steady-clock nanoseconds (std::chrono::steady_clock) at which the handler started on the
+  // current burst's events (the events of one received burst, up to 64 datagrams): the first
+  // call reads the clock and the rest of the burst's events get the same value, so a handler
+  // that times every message pays one clock read per burst, not one per message (~17 ns
+  // each, a tenth of a relayed copy's cost). Outside the event handler it reads the clock
+  // each time.
   std::uint64_t delivery_time_ns();
   std::size_t index() const { return index_; }
   std::size_t shard_count() const { return group_shards_->size(); }
@@ -199,7 +200,7 @@ class Shard {
   template <class D>
   void poll_once(D& driver);
   template <class D>
-  std::size_t receive(D& driver);
+  std::size_t receive(D& driver, bool& delivered);
   bool deliver_events();  // true if any event was delivered
   void drain_posted();
   bool drain_cross();  // true when a ring may hold more than this iteration took
