@@ -274,8 +274,9 @@ class EventRing {
   }
   bool pop(Event& out) {
     if (count_ == 0) return false;
+    // The move leaves the slot's packet empty, which is all a free slot needs: assigning a
+    // fresh Event on top would cost a store-forwarding stall per event.
     out = std::move(ring_[head_]);
-    ring_[head_] = Event{};
     head_ = (head_ + 1) & (ring_.size() - 1);
     --count_;
     return true;

@@ -290,7 +290,7 @@ std::size_t Shard::receive(D& driver, bool& delivered) {
     // The handler takes each burst's messages before the next burst arrives: the buffers the
     // core just filled are still in cache, and the pool hands the same ones out again for the
     // next burst instead of cycling through eight bursts' worth.
-    delivered = deliver_events() || delivered;
+    if (n != 0) delivered = deliver_events() || delivered;
     total += n;
     if (n < rx.size()) break;
   }
