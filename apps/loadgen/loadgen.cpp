@@ -528,6 +528,7 @@ int run(const Config& config) {
     o.share_port = false;
     o.host.peer_limit = per_lane;
     o.host.channel_limit = config.channels;
+    o.host.ack_delay_ms = config.ack_delay_ms;
     auto group = std::make_unique<rt::ShardGroup>(o);
     const std::size_t base = g * per_group;
     group->set_event_handler([&lg, base](rt::Shard& shard, tern::Event& ev) {

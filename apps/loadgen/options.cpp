@@ -12,6 +12,7 @@ const char* const kUsage =
     "                    [--delivery reliable|unreliable|unsequenced|mix] [--channels C]\n"
     "                    [--broadcast] [--first-room K] [--sources CIDR] [--shards S]\n"
     "                    [--driver socket|uring|dpdk] [--idle wait|busy] [--timeout-ms T]\n"
+    "                    [--ack-delay-ms D]\n"
     "                    [--json FILE] [--quiet] [--dpdk-config FILE] [--dpdk-port SPEC]\n"
     "                    [--dpdk-ip A.B.C.D/NN] ...\n"
     "       tern-loadgen --help\n"
@@ -41,6 +42,9 @@ const char* const kUsage =
     "  --driver D          socket (default), uring or dpdk (poll mode; the --dpdk-* flags below)\n"
     "  --idle I            wait (default) or busy\n"
     "  --timeout-ms T      give up when not every client is connected after T ms (default 10000)\n"
+    "  --ack-delay-ms D    clients hold acknowledgements up to D ms for their next message to\n"
+    "                      carry, as a game that services its host once a frame does (default 0:\n"
+    "                      ENet's, acknowledge at once; at most 1000)\n"
     "  --json FILE         also write the result as a JSON object to FILE\n"
     "  --quiet             no progress line on stderr\n"
     "\n"
@@ -81,7 +85,7 @@ constexpr tern::app::FlagSpec kFlags[] = {
     {"quiet", false},     {"dpdk-config", true},  {"dpdk-port", true},
     {"dpdk-ip", true},    {"dpdk-gateway", true}, {"dpdk-gateway-mac", true},
     {"dpdk-mac", true},   {"dpdk-eal", true},     {"dpdk-local-port", true},
-    {"dpdk-mbufs", true}, {"dpdk-huge", false},
+    {"dpdk-mbufs", true}, {"dpdk-huge", false},   {"ack-delay-ms", true},
 };
 
 constexpr std::uint64_t kDayMs = std::uint64_t{24} * 3600 * 1000;
@@ -236,7 +240,8 @@ bool parse_config(int argc, const char* const* argv, Config& c, std::string& err
         read_uint(cl, "channels", 1, 255, c.channels, error) &&
         read_uint(cl, "shards", 1, 1024, c.shards, error) &&
         read_uint(cl, "first-room", 0, 0xffffffffu, c.first_room, error) &&
-        read_uint(cl, "timeout-ms", 1, kDayMs, c.timeout_ms, error))) {
+        read_uint(cl, "timeout-ms", 1, kDayMs, c.timeout_ms, error) &&
+        read_uint(cl, "ack-delay-ms", 0, 1000, c.ack_delay_ms, error))) {
     return false;
   }
   const std::uint64_t rooms = (c.clients + c.room_size - 1) / c.room_size;

@@ -54,6 +54,7 @@ struct Config {
   std::uint32_t first_room = 1;
   bool broadcast = false;
   std::uint64_t timeout_ms = 10000;
+  std::uint32_t ack_delay_ms = 0;  // HostConfig::ack_delay_ms for every client
   bool quiet = false;
 };
 

@@ -113,6 +113,7 @@ struct PeerQueues {
   IntrusiveList<AckChunk> acks;
   std::uint64_t next_timeout = 0;      // retransmission deadline of sent_reliable's front
   std::uint64_t earliest_timeout = 0;  // kept (with the block) until an ack clears it
+  std::uint64_t acks_due = 0;          // HostConfig::ack_delay_ms: when held acks must go
   std::uint32_t queue_counter = 0;     // restarts with the block: orders queued commands only
   std::uint32_t reliable_data_in_transit = 0;
   std::size_t queued_bytes = 0;  // payload of the commands held here (HostConfig::max_queued)
@@ -700,6 +701,7 @@ struct HostCore::Impl {
     } else if (p.connected_like()) {
       deadline = p.last_receive_time + ping_interval(p);
     }
+    if (p.has_acks() && p.queues->acks_due != 0) deadline = std::min(deadline, p.queues->acks_due);
     return deadline;
   }
 
@@ -1651,10 +1653,23 @@ struct HostCore::Impl {
       }
     }
     if (peer != nullptr && peer->state != PeerState::disconnected) {
-      if (peer->has_queued()) mark_dirty(*peer);
+      if (holds_acks(*peer)) {
+        if (peer->queues->acks_due == 0) peer->queues->acks_due = now_ms + config.ack_delay_ms;
+      } else if (peer->has_queued()) {
+        mark_dirty(*peer);
+      }
       release_queues_if_idle(*peer);
       schedule(*peer);
     }
+  }
+
+  // HostConfig::ack_delay_ms: acknowledgements with nothing else to send to a connected peer
+  // wait (up to the delay) for a command to ride with. Handshake and disconnect acks never
+  // wait, and neither do acks for a peer that is dirty anyway.
+  bool holds_acks(const Peer& p) const {
+    return config.ack_delay_ms != 0 && p.state == PeerState::connected && !p.dirty &&
+           p.has_acks() && p.queues->outgoing_reliable.empty() &&
+           p.queues->outgoing_unreliable.empty();
   }
 
   // ---- application calls ----------------------------------------------------------------
@@ -2030,6 +2045,7 @@ struct HostCore::Impl {
     more = false;
     Build b{&dg, kMaxHeaderSize, kMaxHeaderSize + p.mtu - header_size(true, config.checksum)};
     if (p.has_acks()) write_acks(p, b);
+    if (p.queues != nullptr && !p.has_acks()) p.queues->acks_due = 0;
     if (check_timers && !p.sent_empty() && now_ms >= p.queues->next_timeout) {
       if (check_timeouts(p)) return false;  // peer is gone; acks written so far are moot
     }

@@ -47,6 +47,13 @@ struct HostConfig {
   // refuses with SendResult::queue_full (0 = no limit, as in ENet). What a receiver that does
   // not keep up can make this host hold.
   std::size_t max_queued = 0;
+  // Delayed acknowledgement: acks for a connected peer to which nothing else is queued wait up
+  // to this long for a message to ride with, instead of leaving at once in a datagram of their
+  // own (ENet's behaviour, 0). A client that sends on a tick, like a game calling
+  // enet_host_service once a frame, then acknowledges in the datagrams it sends anyway: half
+  // the datagrams both ways in a relay's fan-out. The peer's RTT estimate, and so its
+  // retransmission timeout, grows by up to the delay.
+  std::uint32_t ack_delay_ms = 0;
   // Defaults for new connections (ENet's names and values).
   std::uint32_t ping_interval_ms = kPingInterval;
   std::uint32_t timeout_limit = kTimeoutLimit;
