@@ -16,7 +16,7 @@ namespace tern::proto {
   X(unknown_peer, "non-connect datagram whose address, port and peer ID name no connection") \
   X(bad_session, "session bits do not match the connection")                           \
   X(truncated_command, "command runs past the end of the datagram")                     \
-  X(unknown_command, "command number outside 1..12")                                   \
+  X(unknown_command, "command number outside 1..12 (1..14 with Tern's extensions on)")   \
   X(payload_past_datagram, "payload length runs past the end of the datagram")          \
   X(bad_channel, "channel ID past the negotiated channel count")                       \
   X(wrong_state, "command not allowed in the connection's state")                      \
@@ -33,7 +33,8 @@ namespace tern::proto {
   X(waiting_data_cap, "peer's buffered incoming data at its cap")                       \
   X(memory_cap, "host-wide buffered data at the configured memory cap")                 \
   X(throttled, "unreliable message dropped by the packet throttle")                    \
-  X(unexpected_ack, "acknowledgement for nothing in flight")
+  X(unexpected_ack, "acknowledgement for nothing in flight")                            \
+  X(extension_not_agreed, "Tern extension command from a peer that did not agree to it")
 // clang-format on
 
 enum class Drop : std::uint8_t {

@@ -11,6 +11,7 @@
 #include "timer_wheel.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cassert>
 #include <cstring>
 #include <limits>
@@ -68,15 +69,17 @@ struct InCmd {
 };
 
 struct PendingAck {
-  std::uint16_t reliable_seq;
-  std::uint16_t sent_time;
+  std::uint16_t reliable_seq;  // a range's base
+  std::uint16_t sent_time;     // a range's: of the newest datagram it covers
   std::uint8_t channel;
   bool is_disconnect;
+  bool is_range;       // an ack_range (selective acks): reliable_seq plus `bits`
+  std::uint32_t bits;  // bit i: reliable_seq + 1 + i is acknowledged too
 };
 
 // Pending acknowledgements, in pooled chunks: a peer holds chunks only while acks wait.
 struct AckChunk {
-  static constexpr std::size_t kCapacity = 18;  // 128-byte chunks
+  static constexpr std::size_t kCapacity = 9;  // 128-byte chunks
   AckChunk* prev_ = nullptr;
   AckChunk* next_ = nullptr;
   std::uint8_t begin = 0;  // acks[begin, end) are pending
@@ -213,6 +216,11 @@ struct Peer {
   bool outgoing_bandwidth_marked : 1 = false;
   bool throttle_epoch_set : 1 = false;
   bool loss_epoch_set : 1 = false;
+  // Tern extensions (WIRE.md): we connected and offered them in a hello; we accepted the
+  // peer's offer and repeat our hello until the handshake completes; ack ranges agreed.
+  bool hello_offered : 1 = false;
+  bool hello_agreed : 1 = false;
+  bool selective_acks : 1 = false;
 
   bool connected_like() const {
     return state == PeerState::connected || state == PeerState::disconnect_later;
@@ -1263,11 +1271,82 @@ struct HostCore::Impl {
 
   Handled handle_acknowledge(Peer& p, const Command& cmd) {
     if (p.state == PeerState::disconnected || p.state == PeerState::zombie) return Handled::ok;
+    if (!take_rtt_sample(p, cmd.ack.received_sent_time)) return Handled::ok;
+    const Cmd acked = remove_sent_reliable(p, cmd.ack.received_reliable_seq, cmd.channel_id);
+    if (acked == Cmd::none) counters.drops.add(Drop::unexpected_ack);
+    switch (p.state) {
+      case PeerState::acknowledging_connect:
+        if (acked != Cmd::verify_connect) return Handled::stop;
+        notify_connect(p);
+        break;
+      case PeerState::disconnecting:
+        if (acked != Cmd::disconnect) return Handled::stop;
+        notify_disconnect(p, DisconnectReason::local);
+        break;
+      case PeerState::disconnect_later:
+        if (!p.has_outgoing()) start_disconnect(p, p.event_data);
+        break;
+      default: break;
+    }
+    return Handled::ok;
+  }
+
+  // Selective acks (WIRE.md, "Extensions"): one command acknowledges up to 33 commands of one
+  // channel. They only cover application channels, so the handshake and disconnect states,
+  // which wait for system commands, never see one; one RTT sample stands for the range.
+  Handled handle_ack_range(Peer& p, const Command& cmd, Drop& why) {
+    if (!p.selective_acks) {
+      why = Drop::extension_not_agreed;
+      return Handled::stop;
+    }
+    if (cmd.channel_id >= p.channel_count) {
+      why = Drop::bad_channel;
+      return Handled::stop;
+    }
+    if (!p.connected_like()) {
+      why = Drop::wrong_state;
+      return Handled::stop;
+    }
+    if (!take_rtt_sample(p, cmd.ack_range.received_sent_time)) return Handled::ok;
+    std::uint16_t seq = cmd.reliable_seq;
+    std::uint32_t bits = cmd.ack_range.bits;
+    for (;;) {
+      if (remove_sent_reliable(p, seq, cmd.channel_id) == Cmd::none)
+        counters.drops.add(Drop::unexpected_ack);
+      if (bits == 0) break;
+      const int skip = std::countr_zero(bits);
+      seq = static_cast<std::uint16_t>(seq + skip + 1);
+      bits = skip == 31 ? 0 : bits >> (skip + 1);
+    }
+    if (p.state == PeerState::disconnect_later && !p.has_outgoing())
+      start_disconnect(p, p.event_data);
+    return Handled::ok;
+  }
+
+  // A Tern peer's hello. The connecting side offers its features with its CONNECT; the other
+  // side answers with the ones both have alongside its VERIFY_CONNECT, and from then on each
+  // uses what the answer names. Anything else (a repeat, a hello in another state) is ignored.
+  Handled handle_hello(Peer& p, const Command& cmd) {
+    const std::uint32_t agreed = cmd.hello.features & local_features();
+    if (p.hello_offered) {
+      if (p.state == PeerState::connected) p.selective_acks = (agreed & kFeatureSelectiveAcks) != 0;
+    } else if (p.state == PeerState::acknowledging_connect && agreed != 0) {
+      p.hello_agreed = true;
+      p.selective_acks = (agreed & kFeatureSelectiveAcks) != 0;
+    }
+    return Handled::ok;
+  }
+
+  std::uint32_t local_features() const { return config.selective_acks ? kFeatureSelectiveAcks : 0; }
+
+  // Folds an acknowledgement's echoed send time into the RTT estimate and the throttle, as
+  // ENet does for every acknowledgement. False when the time cannot be ours.
+  bool take_rtt_sample(Peer& p, std::uint16_t received_sent_time) {
     // Rebuild the full send time from its low 16 bits, as ENet does.
     const std::int64_t now = static_cast<std::int64_t>(now_ms);
-    std::int64_t sent = (now & ~std::int64_t{0xFFFF}) | cmd.ack.received_sent_time;
+    std::int64_t sent = (now & ~std::int64_t{0xFFFF}) | received_sent_time;
     if ((sent & 0x8000) > (now & 0x8000)) sent -= 0x10000;
-    if (sent > now || sent < 0) return Handled::ok;
+    if (sent > now || sent < 0) return false;
     // At most 65,535 (see above), so every RTT field fits 16 bits.
     const std::uint32_t rtt = std::max<std::uint32_t>(static_cast<std::uint32_t>(now - sent), 1);
     std::uint32_t smoothed = p.rtt;
@@ -1304,24 +1383,7 @@ struct HostCore::Impl {
     }
     p.last_receive_time = std::max<std::uint64_t>(now_ms, 1);
     if (p.queues != nullptr) p.queues->earliest_timeout = 0;
-
-    const Cmd acked = remove_sent_reliable(p, cmd.ack.received_reliable_seq, cmd.channel_id);
-    if (acked == Cmd::none) counters.drops.add(Drop::unexpected_ack);
-    switch (p.state) {
-      case PeerState::acknowledging_connect:
-        if (acked != Cmd::verify_connect) return Handled::stop;
-        notify_connect(p);
-        break;
-      case PeerState::disconnecting:
-        if (acked != Cmd::disconnect) return Handled::stop;
-        notify_disconnect(p, DisconnectReason::local);
-        break;
-      case PeerState::disconnect_later:
-        if (!p.has_outgoing()) start_disconnect(p, p.event_data);
-        break;
-      default: break;
-    }
-    return Handled::ok;
+    return true;
   }
 
   void compute_window_from_bandwidth(Peer& p) {
@@ -1508,15 +1570,27 @@ struct HostCore::Impl {
         return;
       }
     }
-    p.outgoing_data_total += kAcknowledgeSize;
     PeerQueues& q = queues(p);
     AckChunk* chunk = q.acks.back();
+    const bool ranged = p.selective_acks && cmd.channel_id < p.channel_count;
+    if (ranged && chunk != nullptr && chunk->end > chunk->begin) {
+      // Into the previous range when it covers this sequence number: most acks of a burst
+      // cost one bit.
+      PendingAck& last = chunk->acks[chunk->end - 1];
+      const auto ahead = static_cast<std::uint16_t>(cmd.reliable_seq - last.reliable_seq);
+      if (last.is_range && last.channel == cmd.channel_id && ahead < kAckRangeSpan) {
+        if (ahead != 0) last.bits |= 1u << (ahead - 1);
+        last.sent_time = sent_time;
+        return;
+      }
+    }
+    p.outgoing_data_total += ranged ? kAckRangeSize : kAcknowledgeSize;
     if (chunk == nullptr || chunk->end == AckChunk::kCapacity) {
       chunk = ack_pool.get();
       q.acks.push_back(chunk);
     }
-    chunk->acks[chunk->end++] =
-        PendingAck{cmd.reliable_seq, sent_time, cmd.channel_id, cmd.type() == Cmd::disconnect};
+    chunk->acks[chunk->end++] = PendingAck{
+        cmd.reliable_seq, sent_time, cmd.channel_id, cmd.type() == Cmd::disconnect, ranged, 0};
   }
 
   void on_datagram(std::uint64_t now_us, const Endpoint& from, std::span<const std::byte> bytes) {
@@ -1628,6 +1702,22 @@ struct HostCore::Impl {
           result = handle_throttle_configure(*peer, cmd);
           if (result == Handled::stop) why = Drop::wrong_state;
           break;
+        case Cmd::tern_hello:
+          if (local_features() == 0) {
+            why = Drop::unknown_command;  // as a plain ENet host: stop here
+            result = Handled::stop;
+          } else {
+            result = handle_hello(*peer, cmd);
+          }
+          break;
+        case Cmd::ack_range:
+          if (local_features() == 0) {
+            why = Drop::unknown_command;
+            result = Handled::stop;
+          } else {
+            result = handle_ack_range(*peer, cmd, why);
+          }
+          break;
         default:
           why = Drop::unknown_command;
           result = Handled::stop;
@@ -1638,7 +1728,8 @@ struct HostCore::Impl {
         break;
       }
       if (peer != nullptr && peer->state == PeerState::disconnected) break;  // reset by a handler
-      if (peer != nullptr && cmd.needs_ack()) {
+      // Extension commands are never acknowledged, whatever their flag says.
+      if (peer != nullptr && cmd.needs_ack() && type != Cmd::tern_hello && type != Cmd::ack_range) {
         if (!dh.header.has_sent_time) break;
         switch (peer->state) {
           case PeerState::disconnecting:
@@ -1688,6 +1779,7 @@ struct HostCore::Impl {
     reset_channels(p, static_cast<std::uint32_t>(channel_count));
     p.state = PeerState::connecting;
     p.app_knows = true;
+    p.hello_offered = local_features() != 0;
     p.connect_id = random_u32();
     p.connect_data = data;
     p.window_size = config.outgoing_bandwidth == 0
@@ -1891,17 +1983,23 @@ struct HostCore::Impl {
     PeerQueues& q = queues(p);
     while (AckChunk* chunk = q.acks.front()) {
       for (; chunk->begin < chunk->end; ++chunk->begin) {
-        if (room(b) < kAcknowledgeSize) {
+        const PendingAck& a = chunk->acks[chunk->begin];
+        if (room(b) < (a.is_range ? kAckRangeSize : kAcknowledgeSize)) {
           b.more = true;
           return;
         }
-        const PendingAck& a = chunk->acks[chunk->begin];
         Command cmd;
-        cmd.command = static_cast<std::uint8_t>(Cmd::acknowledge);
         cmd.channel_id = a.channel;
         cmd.reliable_seq = a.reliable_seq;
-        cmd.ack.received_reliable_seq = a.reliable_seq;
-        cmd.ack.received_sent_time = a.sent_time;
+        if (a.is_range) {
+          cmd.command = static_cast<std::uint8_t>(Cmd::ack_range);
+          cmd.ack_range.received_sent_time = a.sent_time;
+          cmd.ack_range.bits = a.bits;
+        } else {
+          cmd.command = static_cast<std::uint8_t>(Cmd::acknowledge);
+          cmd.ack.received_reliable_seq = a.reliable_seq;
+          cmd.ack.received_sent_time = a.sent_time;
+        }
         put_command(b, cmd, {});
         ++counters.acks_out;
         if (a.is_disconnect) b.zombie_after = true;
@@ -2062,6 +2160,16 @@ struct HostCore::Impl {
       write_commands(p, b);
     }
     if (b.commands == 0) return false;
+    // The hello goes last: a plain ENet peer stops reading at it, after the handshake command.
+    if (((p.state == PeerState::connecting && p.hello_offered) ||
+         (p.state == PeerState::acknowledging_connect && p.hello_agreed)) &&
+        room(b) >= kHelloSize) {
+      Command hello;
+      hello.command = static_cast<std::uint8_t>(Cmd::tern_hello);
+      hello.channel_id = kSystemChannel;
+      hello.hello.features = local_features();
+      put_command(b, hello, {});
+    }
     update_packet_loss(p);
 
     // Lay the header down right before the commands (2, 4, 6 or 8 bytes).
@@ -2393,6 +2501,7 @@ bool HostCore::peer_stats(PeerHandle peer, PeerStats& out) const {
   out.mtu = p->mtu;
   out.window_size = p->window_size;
   out.channel_count = p->channel_count;
+  out.selective_acks = p->selective_acks;
   if (const PeerQueues* q = p->queues) {
     out.reliable_in_transit = q->reliable_data_in_transit;
     out.queued_outgoing =

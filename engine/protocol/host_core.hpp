@@ -54,6 +54,11 @@ struct HostConfig {
   // the datagrams both ways in a relay's fan-out. The peer's RTT estimate, and so its
   // retransmission timeout, grows by up to the delay.
   std::uint32_t ack_delay_ms = 0;
+  // Tern's selective acks (WIRE.md, "Extensions"): offered in a hello with every connect and
+  // accepted from connecting Tern peers. Where both sides agree, one command acknowledges up
+  // to 33 reliable commands of a channel instead of one each. A plain ENet peer never sees
+  // more than the hello, which it ignores. false: behave exactly as ENet (no hello).
+  bool selective_acks = true;
   // Defaults for new connections (ENet's names and values).
   std::uint32_t ping_interval_ms = kPingInterval;
   std::uint32_t timeout_limit = kTimeoutLimit;

@@ -41,7 +41,8 @@ const char* cmd_name(Cmd c) {
     case Cmd::bandwidth_limit: return "bandwidth_limit";
     case Cmd::throttle_configure: return "throttle_configure";
     case Cmd::send_unreliable_fragment: return "send_unreliable_fragment";
-    case Cmd::count: break;
+    case Cmd::tern_hello: return "tern_hello";
+    case Cmd::ack_range: return "ack_range";
   }
   return "unknown";
 }
@@ -174,8 +175,12 @@ bool CommandDecoder::next(Command& c, Drop& why) {
       r.read_u32(c.throttle.acceleration);
       r.read_u32(c.throttle.deceleration);
       break;
-    case Cmd::none:
-    case Cmd::count: return fail(Drop::unknown_command, why);
+    case Cmd::tern_hello: r.read_u32(c.hello.features); break;
+    case Cmd::ack_range:
+      r.read_u16(c.ack_range.received_sent_time);
+      r.read_u32(c.ack_range.bits);
+      break;
+    case Cmd::none: return fail(Drop::unknown_command, why);
   }
   const std::uint16_t len = c.data_length();
   if (len > 0 && !r.read_bytes(len, c.payload)) return fail(Drop::payload_past_datagram, why);
@@ -240,8 +245,12 @@ std::size_t encode_command(std::span<std::byte> out, const Command& c) {
       w.u32(c.throttle.acceleration);
       w.u32(c.throttle.deceleration);
       break;
-    case Cmd::none:
-    case Cmd::count: return 0;
+    case Cmd::tern_hello: w.u32(c.hello.features); break;
+    case Cmd::ack_range:
+      w.u16(c.ack_range.received_sent_time);
+      w.u32(c.ack_range.bits);
+      break;
+    case Cmd::none: return 0;
   }
   return w.ok() ? w.position() : 0;
 }

@@ -74,17 +74,30 @@ enum class Cmd : std::uint8_t {
   bandwidth_limit = 10,
   throttle_configure = 11,
   send_unreliable_fragment = 12,
-  count = 13,
+  // ENet's commands end here: libenet stops parsing a datagram at a higher number. Tern's
+  // extensions (WIRE.md, "Extensions") use numbers ENet does not: a hello offered last in a
+  // handshake datagram (a plain ENet peer reads no further), and ack ranges, sent only to a
+  // peer whose hello agreed to them.
+  tern_hello = 13,
+  ack_range = 14,
 };
 
 const char* cmd_name(Cmd c);
 
 // Fixed size of each command on the wire, header included, payload excluded (0 = invalid).
-inline constexpr std::array<std::uint8_t, 13> kCommandSizes = {0, 8,  48, 44, 8,  4, 6,
-                                                               8, 24, 8,  12, 16, 24};
+// The last two are Tern's extensions (tern_hello, ack_range).
+inline constexpr std::array<std::uint8_t, 15> kCommandSizes = {0,  8, 48, 44, 8,  4, 6, 8,
+                                                               24, 8, 12, 16, 24, 8, 10};
 inline constexpr std::size_t kCommandHeaderSize = 4;
 inline constexpr std::size_t kFragmentCommandSize = 24;
 inline constexpr std::size_t kAcknowledgeSize = 8;
+inline constexpr std::size_t kAckRangeSize = 10;
+inline constexpr std::size_t kHelloSize = 8;
+// tern_hello feature bits.
+inline constexpr std::uint32_t kFeatureSelectiveAcks = 1u << 0;
+// An ack_range acknowledges its base sequence number and, for each set bit i of its bitfield,
+// base + 1 + i: 33 consecutive sequence numbers at most.
+inline constexpr std::uint32_t kAckRangeSpan = 33;
 
 inline constexpr std::size_t command_size(Cmd c) {
   auto i = static_cast<std::size_t>(c);
@@ -154,6 +167,13 @@ struct ThrottleConfigure {
   std::uint32_t acceleration;
   std::uint32_t deceleration;
 };
+struct TernHello {
+  std::uint32_t features;  // kFeature* bits the sender offers (client) or agrees to (server)
+};
+struct AckRange {  // the base sequence number is the command header's reliable_seq
+  std::uint16_t received_sent_time;  // of the newest datagram among those acknowledged
+  std::uint32_t bits;
+};
 
 struct Command {
   std::uint8_t command = 0;  // number | flags, as on the wire
@@ -169,6 +189,8 @@ struct Command {
     SendFragment fragment;
     BandwidthLimit bandwidth;
     ThrottleConfigure throttle;
+    TernHello hello;
+    AckRange ack_range;
   };
   // send_* commands: the data_length bytes that follow the command in the datagram.
   std::span<const std::byte> payload;

@@ -184,8 +184,11 @@ class Attack : public ::testing::Test {
     ASSERT_TRUE(round_trip()) << "honest round trip fails before any attack";
   }
 
+  // A plain ENet peer: it never offers Tern's extensions, so the server must refuse them.
   SimHost& add_attacker(const std::string& name, std::optional<proto::Header>& header) {
-    SimHost& a = h_->add_host(name, proto::HostConfig{});
+    proto::HostConfig plain;
+    plain.selective_acks = false;
+    SimHost& a = h_->add_host(name, plain);
     a.on_tx = [this, &header](SimHost&, const proto::OutDatagram& d) { learn(d, header); };
     return a;
   }
@@ -588,7 +591,7 @@ TEST_F(Attack, OversizeDatagrams) {
 }
 
 TEST_F(Attack, UnknownCommands) {
-  for (std::uint8_t number : {13, 14, 15, 0}) {
+  for (std::uint8_t number : {15, 0}) {
     auto d = Datagram(header()).bytes();
     // The unknown command, then a well-formed reliable command that must not be reached:
     // parsing stops at the first command it cannot size (as libenet does).
@@ -603,6 +606,63 @@ TEST_F(Attack, UnknownCommands) {
     d[4] = std::byte{static_cast<std::uint8_t>(number | proto::kFlagAcknowledge)};
     expect_drop(Drop::unknown_command, d, (what + " | ACK").c_str());
   }
+  expect_unharmed();
+}
+
+TEST_F(Attack, ExtensionCommandsFromAPlainPeer) {
+  // A hello after the handshake changes nothing: the connection stays plain ENet.
+  Command hello;
+  hello.command = static_cast<std::uint8_t>(Cmd::tern_hello);
+  hello.channel_id = proto::kSystemChannel;
+  hello.hello.features = 0xFFFFFFFFu;
+  inject(Datagram(header()).command(hello).bytes());
+  PeerStats stats;
+  ASSERT_TRUE(server_->core->peer_stats(attacker_conn_.server, stats));
+  EXPECT_FALSE(stats.selective_acks);
+  // An ack range from a peer that never agreed to them ends the datagram, with or without
+  // the acknowledge flag, and the reliable command behind it is never reached.
+  for (std::uint8_t flags : {std::uint8_t{0}, proto::kFlagAcknowledge}) {
+    Command range;
+    range.command = static_cast<std::uint8_t>(static_cast<std::uint8_t>(Cmd::ack_range) | flags);
+    range.channel_id = 0;
+    range.reliable_seq = 1;
+    range.ack_range.bits = 0xFFFFFFFFu;
+    const auto d = Datagram(header()).command(range).command(reliable(1, 1, 40), evil(40)).bytes();
+    expect_drop(Drop::extension_not_agreed, d, "ack_range");
+  }
+  expect_unharmed();
+}
+
+TEST_F(Attack, AckRangesForCommandsNeverSent) {
+  // A Tern peer that agreed to ack ranges acknowledges sequence numbers the server never sent
+  // (and the whole window around them): each is counted and nothing is freed twice.
+  std::optional<proto::Header> tern_header;
+  SimHost& tern_attacker = h_->add_host("tern-attacker", proto::HostConfig{});
+  tern_attacker.on_tx = [&](SimHost&, const proto::OutDatagram& d) { learn(d, tern_header); };
+  auto conn = h_->connect(tern_attacker, *server_, 2, 3);
+  ASSERT_TRUE(conn) << h_->seed_note();
+  h_->run_for(600 * kMs);
+  ASSERT_TRUE(tern_header.has_value());
+  PeerStats stats;
+  ASSERT_TRUE(server_->core->peer_stats(conn->server, stats));
+  ASSERT_TRUE(stats.selective_acks) << "the Tern client and server did not agree on ack ranges";
+  const std::uint64_t before = drops(Drop::unexpected_ack);
+  for (std::uint32_t base = 0; base < 65536; base += 4099) {
+    Command range;
+    range.command = static_cast<std::uint8_t>(Cmd::ack_range);
+    range.channel_id = 1;
+    range.reliable_seq = static_cast<std::uint16_t>(base);
+    range.ack_range.received_sent_time = header_of(*tern_header).sent_time;
+    range.ack_range.bits = 0xFFFFFFFFu;
+    inject(Datagram(header_of(*tern_header)).command(range).bytes(), tern_attacker.address);
+  }
+  EXPECT_EQ(drops(Drop::unexpected_ack) - before, 16u * 33u);
+  // On a channel the connection does not have: refused.
+  Command bad;
+  bad.command = static_cast<std::uint8_t>(Cmd::ack_range);
+  bad.channel_id = 7;
+  expect_drop(Drop::bad_channel, Datagram(header_of(*tern_header)).command(bad).bytes(),
+              "ack_range past the channel count", tern_attacker.address);
   expect_unharmed();
 }
 

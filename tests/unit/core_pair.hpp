@@ -95,6 +95,14 @@ class CorePair {
     step(1000);
   }
 
+  // Flushes the server, hands all of it to the client and returns copies of it.
+  std::vector<std::vector<std::byte>> server_output_to_client() {
+    auto taken = take_server_output();
+    for (const auto& d : taken) client.on_datagram(now_us, server_ep, d);
+    drain();
+    return taken;
+  }
+
   // Flushes the server and returns what it wrote, without delivering it (for tests that
   // impersonate the client).
   std::vector<std::vector<std::byte>> take_server_output() {

@@ -91,6 +91,14 @@ class ReliableWindow : public ::testing::Test {
         if (c.type() == Cmd::acknowledge && c.channel_id == kChannel) {
           acked_.push_back(c.ack.received_reliable_seq);
         }
+        // Both cores are Tern's, so the acks come as selective-ack ranges.
+        if (c.type() == Cmd::ack_range && c.channel_id == kChannel) {
+          acked_.push_back(c.reliable_seq);
+          for (std::uint32_t i = 0; i < 32; ++i) {
+            if ((c.ack_range.bits >> i) & 1u)
+              acked_.push_back(static_cast<std::uint16_t>(c.reliable_seq + 1 + i));
+          }
+        }
       }
     }
   }

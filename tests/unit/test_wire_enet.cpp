@@ -99,7 +99,8 @@ std::size_t fill_enet(const Command& c, ENetProtocol& p) {
       p.throttleConfigure.packetThrottleDeceleration = htonl(c.throttle.deceleration);
       return sizeof(ENetProtocolThrottleConfigure);
     case Cmd::none:
-    case Cmd::count: break;
+    case Cmd::tern_hello:
+    case Cmd::ack_range: break;  // not ENet's
   }
   ADD_FAILURE() << "not a command";
   return 0;

@@ -1,5 +1,5 @@
-// One sample of each of the 12 commands, with field values whose bytes all differ, so a
-// swapped, shifted or dropped byte shows up in a comparison.
+// One sample of each of the 12 ENet commands and the 2 Tern extensions, with field values whose
+// bytes all differ, so a swapped, shifted or dropped byte shows up in a comparison.
 #pragma once
 
 #include "wire.hpp"
@@ -11,6 +11,7 @@
 
 namespace tern::test {
 
+// ENet's twelve commands (the ones libenet can be compared with).
 inline constexpr std::array<proto::Cmd, 12> kAllCommands = {
     proto::Cmd::acknowledge,
     proto::Cmd::connect,
@@ -25,6 +26,9 @@ inline constexpr std::array<proto::Cmd, 12> kAllCommands = {
     proto::Cmd::throttle_configure,
     proto::Cmd::send_unreliable_fragment,
 };
+// Tern's extension commands.
+inline constexpr std::array<proto::Cmd, 2> kExtensionCommands = {proto::Cmd::tern_hello,
+                                                                 proto::Cmd::ack_range};
 
 // The flags ENet itself puts on each command; the codec must carry any flags, but these are
 // the combinations a real peer sends.
@@ -100,8 +104,12 @@ inline proto::Command sample_command(proto::Cmd type, std::uint8_t flags, std::u
       c.throttle.acceleration = 0x4D4E4F50u + s;
       c.throttle.deceleration = 0x51525354u + s;
       break;
-    case Cmd::none:
-    case Cmd::count: break;
+    case Cmd::tern_hello: c.hello.features = 0x55565758u + s; break;
+    case Cmd::ack_range:
+      c.ack_range.received_sent_time = static_cast<std::uint16_t>(0x595A + s);
+      c.ack_range.bits = 0x5B5C5D5Eu + s;
+      break;
+    case Cmd::none: break;
   }
   return c;
 }
@@ -163,8 +171,12 @@ inline void expect_same_fields(const proto::Command& want, const proto::Command&
       EXPECT_EQ(want.throttle.acceleration, got.throttle.acceleration);
       EXPECT_EQ(want.throttle.deceleration, got.throttle.deceleration);
       break;
-    case Cmd::none:
-    case Cmd::count: ADD_FAILURE() << "not a command"; break;
+    case Cmd::tern_hello: EXPECT_EQ(want.hello.features, got.hello.features); break;
+    case Cmd::ack_range:
+      EXPECT_EQ(want.ack_range.received_sent_time, got.ack_range.received_sent_time);
+      EXPECT_EQ(want.ack_range.bits, got.ack_range.bits);
+      break;
+    case Cmd::none: ADD_FAILURE() << "not a command"; break;
   }
 }
 

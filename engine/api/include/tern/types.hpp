@@ -97,6 +97,7 @@ struct PeerStats {
   std::uint64_t messages_received = 0;
   std::uint32_t reliable_in_transit = 0;  // bytes sent and not yet acknowledged
   std::uint32_t queued_outgoing = 0;      // commands waiting to be sent
+  bool selective_acks = false;            // Tern's ack ranges agreed with this peer
 };
 
 }  // namespace tern
