@@ -1295,7 +1295,10 @@ struct HostCore::Impl {
   // channel. They only cover application channels, so the handshake and disconnect states,
   // which wait for system commands, never see one; one RTT sample stands for the range.
   Handled handle_ack_range(Peer& p, const Command& cmd, Drop& why) {
-    if (!p.selective_acks) {
+    // Understanding is enough to accept them: a client that offered selective acks takes
+    // ranges even if the server's hello never reached it (the server agreed; only we do not
+    // know). Sending them waits for the agreement.
+    if (!p.selective_acks && !p.hello_offered) {
       why = Drop::extension_not_agreed;
       return Handled::stop;
     }
@@ -2167,7 +2170,10 @@ struct HostCore::Impl {
       Command hello;
       hello.command = static_cast<std::uint8_t>(Cmd::tern_hello);
       hello.channel_id = kSystemChannel;
-      hello.hello.features = local_features();
+      // The client offers what it has; the server answers with what both have.
+      hello.hello.features = p.state == PeerState::connecting
+                                 ? local_features()
+                                 : (p.selective_acks ? kFeatureSelectiveAcks : 0);
       put_command(b, hello, {});
     }
     update_packet_loss(p);

@@ -133,6 +133,45 @@ TEST_F(SelectiveAcks, HolesAreResentAndNothingElse) {
   EXPECT_LT(retransmits, 150u);
 }
 
+TEST(SelectiveAcksHandshake, AClientThatMissedTheHelloStillTakesRanges) {
+  // The server's hello is cut from its VERIFY_CONNECT datagram: the client connects without
+  // knowing the server agreed, so it acknowledges in plain ENet, while the server sends it
+  // ranges, which the client (having offered them) must take.
+  CorePair pair;
+  pair.client_peer = pair.client.connect(pair.now_us, pair.server_ep, 2, 0);
+  std::vector<OutDatagram> out(8);
+  std::size_t cut = 0;
+  for (int round = 0; round < 10; ++round) {
+    pair.now_us += 1000;
+    for (std::size_t i = 0, n = pair.client.flush(pair.now_us, out); i < n; ++i)
+      pair.server.on_datagram(pair.now_us, pair.client_ep, out[i].view());
+    for (auto d : pair.take_server_output()) {
+      if (d.size() >= kHelloSize + 4 && static_cast<Cmd>(std::to_integer<std::uint8_t>(
+                                            d[d.size() - kHelloSize])) == Cmd::tern_hello) {
+        d.resize(d.size() - kHelloSize);
+        ++cut;
+      }
+      pair.client.on_datagram(pair.now_us, pair.server_ep, d);
+    }
+    pair.drain();
+  }
+  ASSERT_GT(cut, 0u) << "the server sent no hello";
+  ASSERT_EQ(pair.client.peer_state(pair.client_peer), PeerState::connected);
+  PeerStats c;
+  ASSERT_TRUE(pair.client.peer_stats(pair.client_peer, c));
+  EXPECT_FALSE(c.selective_acks);
+  for (std::uint32_t i = 0; i < 40; ++i) {
+    ASSERT_EQ(pair.client.send(pair.client_peer, 1, Delivery::reliable,
+                               tern::test::numbered_payload(i, 16)),
+              SendResult::ok);
+  }
+  for (int i = 0; i < 5; ++i) pair.step(1000);
+  ASSERT_TRUE(pair.client.peer_stats(pair.client_peer, c));
+  EXPECT_EQ(c.reliable_in_transit, 0u);
+  EXPECT_EQ(pair.client.counters().drops[Drop::extension_not_agreed], 0u);
+  EXPECT_EQ(pair.client.counters().retransmits, 0u);
+}
+
 TEST_F(SelectiveAcks, OneSideOffKeepsENetAcks) {
   for (const auto& [client_on, server_on] : {std::pair{true, false}, std::pair{false, true}}) {
     SCOPED_TRACE(std::string("client ") + (client_on ? "on" : "off") + ", server " +
