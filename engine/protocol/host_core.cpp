@@ -1706,17 +1706,12 @@ struct HostCore::Impl {
           if (result == Handled::stop) why = Drop::wrong_state;
           break;
         case Cmd::tern_hello:
+        case Cmd::ack_range:
           if (local_features() == 0) {
             why = Drop::unknown_command;  // as a plain ENet host: stop here
             result = Handled::stop;
-          } else {
+          } else if (type == Cmd::tern_hello) {
             result = handle_hello(*peer, cmd);
-          }
-          break;
-        case Cmd::ack_range:
-          if (local_features() == 0) {
-            why = Drop::unknown_command;
-            result = Handled::stop;
           } else {
             result = handle_ack_range(*peer, cmd, why);
           }

@@ -231,8 +231,6 @@ void BM_Reassembly(benchmark::State& state) {
 }
 BENCHMARK(BM_Reassembly)->Arg(64 << 10)->Arg(1 << 20)->Unit(benchmark::kMicrosecond);
 
-}  // namespace
-
 // ---- relay fan-out ----------------------------------------------------------------------
 
 // The relay benchmark's protocol work without a network: one server core relaying every
@@ -393,3 +391,5 @@ void BM_RelayFanout(benchmark::State& state) {
                                           static_cast<double>(rig.server->counters().datagrams_out);
 }
 BENCHMARK(BM_RelayFanout)->Args({1000, 8})->Unit(benchmark::kMicrosecond);
+
+}  // namespace
