@@ -1578,12 +1578,15 @@ struct HostCore::Impl {
     const bool ranged = p.selective_acks && cmd.channel_id < p.channel_count;
     if (ranged && chunk != nullptr && chunk->end > chunk->begin) {
       // Into the previous range when it covers this sequence number: most acks of a burst
-      // cost one bit.
+      // cost one bit. The range keeps the sent time of the first datagram it acknowledged:
+      // the sender's one RTT sample then includes the time acks were held (ack_delay_ms), as
+      // ENet's one sample per command would, and its retransmission timeout covers the hold.
+      // With the newest sent time the sample missed the hold, and a sender whose acks were
+      // held retransmitted what had arrived.
       PendingAck& last = chunk->acks[chunk->end - 1];
       const auto ahead = static_cast<std::uint16_t>(cmd.reliable_seq - last.reliable_seq);
       if (last.is_range && last.channel == cmd.channel_id && ahead < kAckRangeSpan) {
         if (ahead != 0) last.bits |= 1u << (ahead - 1);
-        last.sent_time = sent_time;
         return;
       }
     }

@@ -113,6 +113,37 @@ TEST_F(HostAckDelay, AcksOfSeveralMessagesShareOneDatagram) {
   EXPECT_EQ(server_in_transit(), 0u);
 }
 
+// A client holding its acks for 20 ms, acknowledging with selective-ack ranges, against a
+// server sending a message every millisecond: each range's RTT sample must include the hold
+// (the oldest datagram's sent time), or the server's timeout undercuts it and it resends
+// every message though each arrived. Until the first range arrives the server knows only
+// the handshake's RTT, so what it sent in those first 20 ms may go twice, as with ENet's
+// own acks; after that, nothing may.
+TEST(HostAckDelayRanges, TheRttSampleCoversTheHoldSoNothingIsResent) {
+  CorePair pair(delayed(20), HostConfig{});
+  pair.handshake(1);
+  std::size_t received = 0;
+  pair.on_client_event = [&](Event& ev) { received += ev.type == EventType::receive; };
+  std::uint64_t retransmits_at_start = 0;
+  for (std::uint32_t i = 0; i < 300; ++i) {
+    ASSERT_EQ(pair.server.send(pair.server_peer, 0, Delivery::reliable,
+                               tern::test::numbered_payload(i, 16)),
+              SendResult::ok);
+    pair.step(1000);
+    if (i == 50) retransmits_at_start = pair.server.counters().retransmits;
+  }
+  for (int i = 0; i < 50; ++i) pair.step(1000);
+  EXPECT_EQ(received, 300u);
+  PeerStats s;
+  ASSERT_TRUE(pair.server.peer_stats(pair.server_peer, s));
+  EXPECT_TRUE(s.selective_acks);
+  EXPECT_EQ(s.reliable_in_transit, 0u);
+  EXPECT_GE(s.rtt_ms, 10u) << "the samples missed the 20 ms hold";
+  EXPECT_LE(retransmits_at_start, 25u);
+  EXPECT_EQ(pair.server.counters().retransmits, retransmits_at_start)
+      << "resent after the RTT had seen the hold";
+}
+
 TEST(HostAckDelayOff, ENetSendsTheAckAtOnce) {
   CorePair pair;
   pair.handshake(1);
