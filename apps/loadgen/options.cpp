@@ -12,7 +12,7 @@ const char* const kUsage =
     "                    [--delivery reliable|unreliable|unsequenced|mix] [--channels C]\n"
     "                    [--broadcast] [--first-room K] [--sources CIDR] [--shards S]\n"
     "                    [--driver socket|uring|dpdk] [--idle wait|busy] [--timeout-ms T]\n"
-    "                    [--ack-delay-ms D]\n"
+    "                    [--ack-delay-ms D] [--checksum] [--selective-acks on|off]\n"
     "                    [--json FILE] [--quiet] [--dpdk-config FILE] [--dpdk-port SPEC]\n"
     "                    [--dpdk-ip A.B.C.D/NN] ...\n"
     "       tern-loadgen --help\n"
@@ -45,6 +45,8 @@ const char* const kUsage =
     "  --ack-delay-ms D    clients hold acknowledgements up to D ms for their next message to\n"
     "                      carry, as a game that services its host once a frame does (default 0:\n"
     "                      ENet's, acknowledge at once; at most 1000)\n"
+    "  --checksum          ENet CRC32 on every datagram (the server must enable it too)\n"
+    "  --selective-acks S  on (default): offer Tern's ack ranges; off: plain ENet acks only\n"
     "  --json FILE         also write the result as a JSON object to FILE\n"
     "  --quiet             no progress line on stderr\n"
     "\n"
@@ -76,16 +78,17 @@ using tern::app::read_seconds;
 using tern::app::read_uint;
 
 constexpr tern::app::FlagSpec kFlags[] = {
-    {"help", false},      {"target", true},       {"clients", true},
-    {"room-size", true},  {"rate", true},         {"size", true},
-    {"duration", true},   {"warmup", true},       {"delivery", true},
-    {"channels", true},   {"sources", true},      {"shards", true},
-    {"driver", true},     {"idle", true},         {"json", true},
-    {"first-room", true}, {"broadcast", false},   {"timeout-ms", true},
-    {"quiet", false},     {"dpdk-config", true},  {"dpdk-port", true},
-    {"dpdk-ip", true},    {"dpdk-gateway", true}, {"dpdk-gateway-mac", true},
-    {"dpdk-mac", true},   {"dpdk-eal", true},     {"dpdk-local-port", true},
-    {"dpdk-mbufs", true}, {"dpdk-huge", false},   {"ack-delay-ms", true},
+    {"help", false},      {"target", true},         {"clients", true},
+    {"room-size", true},  {"rate", true},           {"size", true},
+    {"duration", true},   {"warmup", true},         {"delivery", true},
+    {"channels", true},   {"sources", true},        {"shards", true},
+    {"driver", true},     {"idle", true},           {"json", true},
+    {"first-room", true}, {"broadcast", false},     {"timeout-ms", true},
+    {"quiet", false},     {"dpdk-config", true},    {"dpdk-port", true},
+    {"dpdk-ip", true},    {"dpdk-gateway", true},   {"dpdk-gateway-mac", true},
+    {"dpdk-mac", true},   {"dpdk-eal", true},       {"dpdk-local-port", true},
+    {"dpdk-mbufs", true}, {"dpdk-huge", false},     {"ack-delay-ms", true},
+    {"checksum", false},  {"selective-acks", true},
 };
 
 constexpr std::uint64_t kDayMs = std::uint64_t{24} * 3600 * 1000;
@@ -223,6 +226,14 @@ bool parse_config(int argc, const char* const* argv, Config& c, std::string& err
   c.target = *target;
   c.broadcast = cl.has("broadcast");
   c.quiet = cl.has("quiet");
+  c.checksum = cl.has("checksum");
+  if (const auto v = cl.value("selective-acks")) {
+    if (*v != "on" && *v != "off") {
+      error = "--selective-acks wants on or off, got '" + std::string(*v) + "'";
+      return false;
+    }
+    c.selective_acks = *v == "on";
+  }
   if (const auto j = cl.value("json")) {
     if (j->empty()) {
       error = "--json wants a file name";

@@ -55,6 +55,8 @@ struct Config {
   bool broadcast = false;
   std::uint64_t timeout_ms = 10000;
   std::uint32_t ack_delay_ms = 0;  // HostConfig::ack_delay_ms for every client
+  bool checksum = false;           // HostConfig::checksum
+  bool selective_acks = true;      // HostConfig::selective_acks
   bool quiet = false;
 };
 

@@ -127,7 +127,8 @@ bool load_config_file(const std::string& path, RelayConfig& config, std::string&
     return false;
   }
   Reader r(path, error);
-  if (!r.only(root, "", {"relay", "limits", "rooms", "metrics", "shutdown", "filter", "dpdk"})) {
+  if (!r.only(root, "",
+              {"relay", "limits", "protocol", "rooms", "metrics", "shutdown", "filter", "dpdk"})) {
     return false;
   }
   RelayConfig c = config;
@@ -173,6 +174,15 @@ bool load_config_file(const std::string& path, RelayConfig& config, std::string&
     if (!r.integer(*t, "limits", "member_backlog", c.member_backlog, 0, std::int64_t{1} << 40)) {
       return false;
     }
+  } else if (!error.empty()) {
+    return false;
+  }
+
+  if (const toml::table* t = r.section(root, "protocol")) {
+    if (!r.only(*t, "protocol", {"checksum", "selective_acks", "ack_delay_ms"})) return false;
+    if (!r.boolean(*t, "protocol", "checksum", c.checksum)) return false;
+    if (!r.boolean(*t, "protocol", "selective_acks", c.selective_acks)) return false;
+    if (!r.integer(*t, "protocol", "ack_delay_ms", c.ack_delay_ms, 0, 1000)) return false;
   } else if (!error.empty()) {
     return false;
   }

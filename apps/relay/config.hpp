@@ -41,6 +41,11 @@ struct RelayConfig {
   // refused (send_failed): a member that does not keep up costs bounded memory. 0 = no limit.
   std::size_t member_backlog = 1 << 20;
 
+  // [protocol]: how the relay speaks to every client (HostConfig's fields of the same names).
+  bool checksum = false;           // ENet CRC32 on every datagram; clients must enable it too
+  bool selective_acks = true;      // Tern's ack ranges with clients that offer them
+  std::uint32_t ack_delay_ms = 0;  // acks wait this long for a message to ride with
+
   std::vector<RoomRange> broadcast_rooms;
   std::uint32_t drain_timeout_ms = 5000;
   std::string rules_path;  // payload filter rules (engine/filter); empty = no filter

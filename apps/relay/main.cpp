@@ -40,7 +40,8 @@ constexpr const char* kUsage =
     "usage: tern-relay [--config FILE] [--listen HOST:PORT] [--shards N]\n"
     "                  [--driver socket|uring|dpdk] [--idle wait|busy] [--pin on|off]\n"
     "                  [--metrics HOST:PORT] [--peers N] [--max-room-size N]\n"
-    "                  [--broadcast-rooms A-B[,C-D...]] [--rules FILE]\n"
+    "                  [--broadcast-rooms A-B[,C-D...]] [--rules FILE] [--checksum on|off]\n"
+    "                  [--selective-acks on|off] [--ack-delay-ms MS]\n"
     "                  [--dpdk-config FILE] [--dpdk-port SPEC] [--dpdk-ip A.B.C.D/NN] ...\n"
     "       tern-relay --help\n"
     "\n"
@@ -62,6 +63,9 @@ constexpr const char* kUsage =
     "  --max-room-size N    members per room\n"
     "  --broadcast-rooms R  room ranges that are one-to-many\n"
     "  --rules FILE         payload filter rules (see config/filter.rules); SIGHUP reloads them\n"
+    "  --checksum on|off    ENet CRC32 on every datagram (clients must enable it too)\n"
+    "  --selective-acks on|off  Tern's ack ranges with clients that offer them (default on)\n"
+    "  --ack-delay-ms MS    acks wait up to MS (0..1000) for a message to ride with (default 0)\n"
     "\n"
     "DPDK (--driver dpdk): listen's PORT is the UDP port, the address is the DPDK one; the\n"
     "settings come from the config file's [dpdk] section (keys as config/dpdk-*.toml), then\n"
@@ -87,7 +91,8 @@ constexpr app::FlagSpec kFlags[] = {
     {"max-room-size", true}, {"broadcast-rooms", true}, {"rules", true},
     {"dpdk-config", true},   {"dpdk-port", true},       {"dpdk-ip", true},
     {"dpdk-mac", true},      {"dpdk-mbufs", true},      {"dpdk-huge", false},
-    {"dpdk-eal", true},
+    {"dpdk-eal", true},      {"checksum", true},        {"selective-acks", true},
+    {"ack-delay-ms", true},
 };
 
 int usage_error(const std::string& why) {
@@ -137,6 +142,18 @@ bool apply_flags(const app::CommandLine& cl, RelayConfig& c, std::string& why) {
     c.max_room_size = static_cast<std::uint32_t>(*n);
   }
   if (auto v = cl.value("rules")) c.rules_path = std::string(*v);
+  for (auto [flag, out] :
+       {std::pair{"checksum", &c.checksum}, std::pair{"selective-acks", &c.selective_acks}}) {
+    if (auto v = cl.value(flag)) {
+      if (*v != "on" && *v != "off") return why = "--" + std::string(flag) + ": on or off", false;
+      *out = *v == "on";
+    }
+  }
+  if (auto v = cl.value("ack-delay-ms")) {
+    const auto n = app::parse_uint(*v, 0, 1000);
+    if (!n) return why = "--ack-delay-ms: must be 0..1000", false;
+    c.ack_delay_ms = static_cast<std::uint32_t>(*n);
+  }
   if (auto v = cl.value("broadcast-rooms")) {
     c.broadcast_rooms.clear();
     std::string_view rest = *v;
@@ -319,7 +336,8 @@ int main(int argc, char** argv) {
   const rt::ShardCounters t = relay.total();
   std::printf(
       "relay stopped signal=%d drained=%s peers_at_stop=%llu connects=%llu disconnects=%llu "
-      "messages_in=%llu copies_out=%llu datagrams_in=%llu datagrams_out=%llu busy_us=%llu "
+      "messages_in=%llu copies_out=%llu datagrams_in=%llu datagrams_out=%llu commands_in=%llu "
+      "acks_out=%llu busy_us=%llu "
       "retransmits=%llu timeouts=%llu tx_waits=%llu tx_dropped=%llu",
       sig, drained ? "yes" : "no", static_cast<unsigned long long>(before.peers),
       static_cast<unsigned long long>(t.connects), static_cast<unsigned long long>(t.disconnects),
@@ -327,6 +345,7 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>(relay.copies_out()),
       static_cast<unsigned long long>(t.datagrams_in),
       static_cast<unsigned long long>(t.datagrams_out),
+      static_cast<unsigned long long>(t.commands_in), static_cast<unsigned long long>(t.acks_out),
       static_cast<unsigned long long>(t.loop_time_us - std::min(t.loop_time_us, t.idle_poll_us)),
       static_cast<unsigned long long>(t.retransmits), static_cast<unsigned long long>(t.timeouts),
       static_cast<unsigned long long>(t.tx_waits), static_cast<unsigned long long>(t.tx_dropped));

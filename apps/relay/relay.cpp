@@ -126,6 +126,9 @@ Relay::Relay(const RelayConfig& config)
         o.host.outgoing_bandwidth = config.outgoing_bandwidth;
         o.host.max_packet_size = std::max<std::uint32_t>(config.max_message_size, 1);
         o.host.max_queued = config.member_backlog;
+        o.host.checksum = config.checksum;
+        o.host.selective_acks = config.selective_acks;
+        o.host.ack_delay_ms = config.ack_delay_ms;
         return o;
       }()) {
   const std::size_t n = std::max<std::size_t>(
@@ -550,6 +553,12 @@ std::string Relay::metrics_text() const {
             [&](std::size_t i) { return group_.counters(i).bytes_in; });
   per_shard("tern_relay_bytes_out_total", "counter", "UDP payload bytes sent.",
             [&](std::size_t i) { return group_.counters(i).bytes_out; });
+  per_shard("tern_relay_commands_in_total", "counter",
+            "ENet commands decoded (messages, acknowledgements, pings...).",
+            [&](std::size_t i) { return group_.counters(i).commands_in; });
+  per_shard("tern_relay_acks_out_total", "counter",
+            "Acknowledgement commands sent (a selective-ack range counts once).",
+            [&](std::size_t i) { return group_.counters(i).acks_out; });
   per_shard("tern_relay_messages_in_total", "counter", "Messages accepted from members.",
             [&](std::size_t i) { return stats_[i]->messages_in.load(); });
   per_shard("tern_relay_messages_relayed_total", "counter", "Copies forwarded to members.",

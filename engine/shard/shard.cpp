@@ -84,6 +84,8 @@ struct Shard::LiveCounters {
   std::atomic<std::uint64_t> bytes_out{0};
   std::atomic<std::uint64_t> messages_in{0};
   std::atomic<std::uint64_t> messages_out{0};
+  std::atomic<std::uint64_t> commands_in{0};
+  std::atomic<std::uint64_t> acks_out{0};
   std::atomic<std::uint64_t> connects{0};
   std::atomic<std::uint64_t> disconnects{0};
   std::atomic<std::uint64_t> peers{0};
@@ -475,6 +477,8 @@ void Shard::publish_counters(const D& driver) {
   l.bytes_out.store(c.bytes_out, r);
   l.messages_in.store(c.messages_in, r);
   l.messages_out.store(c.messages_out, r);
+  l.commands_in.store(c.commands_in, r);
+  l.acks_out.store(c.acks_out, r);
   l.connects.store(c.connects, r);
   l.disconnects.store(c.disconnects, r);
   l.peers.store(core_.peer_count(), r);
@@ -542,6 +546,8 @@ ShardCounters Shard::counters() const {
   s.bytes_out = l.bytes_out.load(r);
   s.messages_in = l.messages_in.load(r);
   s.messages_out = l.messages_out.load(r);
+  s.commands_in = l.commands_in.load(r);
+  s.acks_out = l.acks_out.load(r);
   s.connects = l.connects.load(r);
   s.disconnects = l.disconnects.load(r);
   s.peers = l.peers.load(r);
@@ -693,6 +699,8 @@ ShardCounters ShardGroup::total() const {
     t.bytes_out += c.bytes_out;
     t.messages_in += c.messages_in;
     t.messages_out += c.messages_out;
+    t.commands_in += c.commands_in;
+    t.acks_out += c.acks_out;
     t.connects += c.connects;
     t.disconnects += c.disconnects;
     t.peers += c.peers;

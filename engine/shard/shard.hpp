@@ -98,6 +98,8 @@ struct ShardCounters {
   std::uint64_t bytes_out = 0;
   std::uint64_t messages_in = 0;
   std::uint64_t messages_out = 0;
+  std::uint64_t commands_in = 0;  // protocol commands decoded (acks, messages, pings...)
+  std::uint64_t acks_out = 0;     // acknowledgement commands sent (an ack range counts once)
   std::uint64_t connects = 0;
   std::uint64_t disconnects = 0;
   std::uint64_t peers = 0;  // connections the core holds, handshakes included

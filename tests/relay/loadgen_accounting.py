@@ -3,7 +3,8 @@
 loopback no reliable copy may be lost, duplicated, reordered or misrouted, and every copy
 owed must arrive. Clients come from 16 source addresses so the relay's shards both get
 members and rooms span shards. The same with clients delaying their acks (fewer datagrams
-into the relay), then a broadcast-room run and a delivery mix (routing and
+into the relay), with the relay's protocol settings (checksums; the relay delaying its acks;
+selective acks off), then a broadcast-room run and a delivery mix (routing and
 duplicates exact; the unreliable kinds may lose on a loaded machine, so their loss is only
 reported).
 
@@ -76,6 +77,53 @@ def per_message(stopped):
 check(per_message(held) < 0.9 * per_message(plain),
       f"delayed acks: fewer datagrams into the relay per message ({per_message(held):.2f} "
       f"against {per_message(plain):.2f})")
+
+
+# The relay's [protocol] settings, here from its flags (the config keys set the same fields).
+run(["--checksum", "on"], common + ["--delivery", "reliable", "--checksum"], "checksums",
+    exact=True)
+# A relay that holds its acks: still exact.
+run(["--ack-delay-ms", "5"], common + ["--delivery", "reliable"], "relay delays acks",
+    exact=True)
+
+
+def alone(relay_args):
+    """Clients in rooms of one: the relay sends them nothing but acks."""
+    relay = subprocess.Popen([RELAY, "--listen", "127.0.0.1:0", "--shards", "2", "--pin", "off"]
+                             + relay_args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    try:
+        ready = relay.stdout.readline().split()
+        r = subprocess.run([LOADGEN, "--target", ready[1], "--quiet", "--clients", "100",
+                            "--room-size", "1", "--rate", "100", "--duration", "1", "--warmup",
+                            "0.5"], capture_output=True, text=True, timeout=60)
+        check(r.returncode == 0, f"rooms of one, relay {relay_args}: loadgen exit 0")
+    finally:
+        relay.terminate()
+        out, _ = relay.communicate(timeout=20)
+    stopped = dict(re.findall(r"(\S+)=(\S+)", out))
+    return int(stopped.get("datagrams_out", 0)) / max(int(stopped.get("messages_in", 0)), 1)
+
+
+# There, acks held for 20 ms (two messages apart at 100 Hz) share datagrams.
+at_once, held_20 = alone([]), alone(["--ack-delay-ms", "20"])
+check(held_20 < 0.7 * at_once,
+      f"relay delays acks: fewer datagrams per message to clients that get only acks "
+      f"({held_20:.2f} against {at_once:.2f})")
+# With selective acks off the relay agrees to none, so clients that hold acks still send one
+# ENet ack per copy instead of ranges: more commands reach the relay per message.
+plain_acks = run(["--selective-acks", "off"],
+                 common + ["--delivery", "reliable", "--ack-delay-ms", "5"],
+                 "selective acks off", exact=True)
+
+
+def commands_per_message(stopped):
+    return int(stopped.get("commands_in", 0)) / max(int(stopped.get("messages_in", 0)), 1)
+
+
+check(commands_per_message(plain_acks) > 1.5 * commands_per_message(held),
+      f"selective acks off: more commands into the relay per message "
+      f"({commands_per_message(plain_acks):.2f} against {commands_per_message(held):.2f})")
 run(["--broadcast-rooms", "1-1000"], common + ["--delivery", "reliable", "--broadcast"],
     "broadcast rooms", exact=True)
 run([], common + ["--delivery", "mix"], "delivery mix", exact=False)

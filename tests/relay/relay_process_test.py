@@ -32,6 +32,12 @@ r = run(["--bogus"])
 check(r.returncode == 2 and "usage:" in r.stderr, "unknown flag: exit 2 with usage")
 r = run(["--shards", "zero"])
 check(r.returncode == 2 and "--shards" in r.stderr, "bad --shards value: exit 2 naming the flag")
+r = run(["--selective-acks", "maybe"])
+check(r.returncode == 2 and "--selective-acks: on or off" in r.stderr,
+      "bad --selective-acks value: exit 2 naming the flag")
+r = run(["--ack-delay-ms", "1001"])
+check(r.returncode == 2 and "--ack-delay-ms: must be 0..1000" in r.stderr,
+      "--ack-delay-ms out of range: exit 2 naming the flag")
 r = run(["--help"])
 check(r.returncode == 0 and "usage:" in r.stdout, "--help: usage on stdout, exit 0")
 
@@ -51,6 +57,12 @@ with tempfile.TemporaryDirectory() as d:
     bad_config("[limits]\nroom_sise = 8\n", ["limits.room_sise", "unknown key"], "misspelt key")
     bad_config("[rooms]\nbroadcast = [\"9-3\"]\n", ["rooms.broadcast[0]"], "backwards room range")
     bad_config("[relay\nlisten = 1\n", [":1:"], "TOML syntax error with line")
+    bad_config("[protocol]\nack_delay_ms = 5000\n", ["protocol.ack_delay_ms", "between 0 and 1000"],
+               "ack_delay_ms out of range")
+    bad_config("[protocol]\nchecksum = 1\n", ["protocol.checksum", "true or false"],
+               "checksum not a boolean")
+    bad_config("[protocol]\nselective_ack = false\n", ["protocol.selective_ack", "unknown key"],
+               "misspelt protocol key")
     rules = os.path.join(d, "bad.rules")
     with open(rules, "w") as f:
         f.write("# a comment\n5 message drop /(never closed/\n")
