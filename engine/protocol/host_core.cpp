@@ -107,6 +107,8 @@ struct Channel {
   IntrusiveList<InCmd> in_unreliable;
 };
 
+inline constexpr std::uint32_t kUnlimitedWindow = 0xffffffffu;
+
 // A connection's outgoing work: taken from a pool while anything is queued, in flight or
 // waiting to be acknowledged, returned once all of it is gone (an idle peer holds none).
 struct PeerQueues {
@@ -119,6 +121,13 @@ struct PeerQueues {
   std::uint64_t acks_due = 0;          // HostConfig::ack_delay_ms: when held acks must go
   std::uint32_t queue_counter = 0;     // restarts with the block: orders queued commands only
   std::uint32_t reliable_data_in_transit = 0;
+  // HostConfig::congestion_window: bytes of reliable data allowed in transit on top of
+  // ENet's throttled window. Unlimited until a retransmission timeout, then one MTU,
+  // growing by what is acknowledged (slow start) up to half the data in flight at the
+  // timeout, then by an MTU per window acknowledged, as TCP's congestion window does.
+  std::uint32_t congestion_window = kUnlimitedWindow;
+  std::uint32_t slow_start_threshold = kUnlimitedWindow;
+  std::uint32_t acked_toward_growth = 0;  // bytes acknowledged since the window last grew
   std::size_t queued_bytes = 0;  // payload of the commands held here (HostConfig::max_queued)
 };
 
@@ -824,6 +833,24 @@ struct HostCore::Impl {
     farewells.push_back(f);
   }
 
+  void grow_congestion_window(const Peer& p, PeerQueues& q, std::uint32_t acked) {
+    if (q.congestion_window < q.slow_start_threshold) {
+      q.congestion_window += acked;
+    } else if ((q.acked_toward_growth += acked) >= q.congestion_window) {
+      q.acked_toward_growth -= q.congestion_window;
+      q.congestion_window += p.mtu;
+    }
+  }
+
+  // A retransmission timeout: the path lost or held what was in flight. Only an MTU goes
+  // out until acknowledgements come back; acks for the originals (delayed, not lost) then free
+  // the commands waiting for their resend instead of sending them twice.
+  void shrink_congestion_window(const Peer& p, PeerQueues& q, std::uint32_t in_flight) {
+    q.slow_start_threshold = std::max<std::uint32_t>(in_flight / 2, 2u * p.mtu);
+    q.congestion_window = p.mtu;
+    q.acked_toward_growth = 0;
+  }
+
   // enet_protocol_remove_sent_reliable_command
   Cmd remove_sent_reliable(Peer& p, std::uint16_t seq, std::uint8_t channel_id) {
     if (p.queues == nullptr) return Cmd::none;
@@ -849,7 +876,11 @@ struct HostCore::Impl {
     const Cmd type = found->command.type();
     if (was_sent) {
       q.sent_reliable.remove(found);
-      if (found->packet) q.reliable_data_in_transit -= found->fragment_length;
+      if (found->packet) {
+        q.reliable_data_in_transit -= found->fragment_length;
+        if (q.congestion_window < kMaxWindowSize)
+          grow_congestion_window(p, q, found->fragment_length);
+      }
     } else {
       q.outgoing_reliable.remove(found);
     }
@@ -1924,6 +1955,7 @@ struct HostCore::Impl {
   // True when the peer timed out (and is gone).
   bool check_timeouts(Peer& p) {
     PeerQueues& q = queues(p);
+    const std::uint32_t in_flight = q.reliable_data_in_transit;
     OutCmd* insert_after = nullptr;
     OutCmd* c = q.sent_reliable.front();
     while (c != nullptr) {
@@ -1940,8 +1972,6 @@ struct HostCore::Impl {
         return true;
       }
       ++p.packets_lost;
-      ++counters.retransmits;
-      count(p, kReliableRetransmits, 1);
       c->rto_ms *= 2;
       if (c->packet) q.reliable_data_in_transit -= c->fragment_length;
       q.sent_reliable.remove(c);
@@ -1950,6 +1980,8 @@ struct HostCore::Impl {
       insert_after = c;
       c = next;
     }
+    if (insert_after != nullptr && config.congestion_window)
+      shrink_congestion_window(p, q, in_flight);
     if (!q.sent_reliable.empty()) {
       OutCmd* front = q.sent_reliable.front();
       q.next_timeout = front->sent_time_ms + front->rto_ms;
@@ -2029,7 +2061,8 @@ struct HostCore::Impl {
       }
     }
     if (c->packet) {
-      const std::uint32_t window = (p.packet_throttle * p.window_size) / kPacketThrottleScale;
+      const std::uint32_t window =
+          std::min((p.packet_throttle * p.window_size) / kPacketThrottleScale, q.congestion_window);
       if (q.reliable_data_in_transit + c->fragment_length >
           std::max<std::uint32_t>(window, p.mtu)) {
         return Wrote::blocked;
@@ -2041,7 +2074,14 @@ struct HostCore::Impl {
       ++ch->reliable_windows[w];
       ch->out_reliable_sent = c->reliable_seq;
     }
-    if (c->send_attempts == 0) track_unacked(p, c);
+    if (c->send_attempts == 0) {
+      track_unacked(p, c);
+    } else {
+      // Counted when it goes out again, not when its timeout passes: with the congestion
+      // window, an acknowledgement of the original often arrives before the resend.
+      ++counters.retransmits;
+      count(p, kReliableRetransmits, 1);
+    }
     ++c->send_attempts;
     if (c->rto_ms == 0) c->rto_ms = std::uint32_t{p.rtt} + 4 * std::uint32_t{p.rtt_variance};
     if (q.sent_reliable.empty()) q.next_timeout = now_ms + c->rto_ms;
