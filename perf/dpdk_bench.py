@@ -276,12 +276,23 @@ def testpmd_case(args, n):
     out_path = f"/tmp/tern-dpdk-bench-tps-{os.getpid()}.out"
     with open(out_path, "w+") as out:
         # No taskset: --lcores places the threads; timeout bounds both.
-        srv = subprocess.Popen(["timeout", "-s", "KILL", "40"] + srv_cmd, stdout=out,
+        # Line-buffered, so its per-second statistics reach the file as they are printed.
+        srv = subprocess.Popen(["timeout", "-s", "KILL", "60", "stdbuf", "-oL"] + srv_cmd,
+                               stdout=out,
                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         time.sleep(2.5)
-        cli = subprocess.Popen(["timeout", "-s", "KILL", "30"] + cli_cmd,
+        cli = subprocess.Popen(["timeout", "-s", "KILL", "45"] + cli_cmd,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                stdin=subprocess.DEVNULL)
+        # The client's EAL start-up and the memif handshake take a few seconds, more on a
+        # loaded machine: count the window from the server's first busy second, so a slow
+        # start cannot leave it without samples.
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            out.seek(0)
+            if any(int(a) > 0 for a, _ in PPS.findall(out.read())):
+                break
+            time.sleep(0.25)
         time.sleep(2 + args.testpmd_seconds)
 
         def interrupt(p):
