@@ -122,12 +122,14 @@ struct PeerQueues {
   std::uint32_t queue_counter = 0;     // restarts with the block: orders queued commands only
   std::uint32_t reliable_data_in_transit = 0;
   // HostConfig::congestion_window: bytes of reliable data allowed in transit on top of
-  // ENet's throttled window. Unlimited until a retransmission timeout, then one MTU,
-  // growing by what is acknowledged (slow start) up to half the data in flight at the
-  // timeout, then by an MTU per window acknowledged, as TCP's congestion window does.
+  // ENet's throttled window. Unlimited until a stall's retransmission timeout, then one MTU,
+  // growing by what is acknowledged until it reaches ENet's largest window.
   std::uint32_t congestion_window = kUnlimitedWindow;
-  std::uint32_t slow_start_threshold = kUnlimitedWindow;
-  std::uint32_t acked_toward_growth = 0;  // bytes acknowledged since the window last grew
+  // HostConfig::fast_retransmit: the newest send time among acknowledged commands sent once
+  // (a resent command's ack may be for either copy), and whether an ack in the datagram being
+  // read moved it, so commands sent well before it and still unacknowledged are lost.
+  std::uint64_t newest_acked_sent_ms = 0;
+  bool newest_acked_moved = false;
   std::size_t queued_bytes = 0;  // payload of the commands held here (HostConfig::max_queued)
 };
 
@@ -833,22 +835,18 @@ struct HostCore::Impl {
     farewells.push_back(f);
   }
 
-  void grow_congestion_window(const Peer& p, PeerQueues& q, std::uint32_t acked) {
-    if (q.congestion_window < q.slow_start_threshold) {
-      q.congestion_window += acked;
-    } else if ((q.acked_toward_growth += acked) >= q.congestion_window) {
-      q.acked_toward_growth -= q.congestion_window;
-      q.congestion_window += p.mtu;
-    }
-  }
+  // A retransmission timeout that looks like a stall (see check_timeouts): only an MTU of
+  // reliable data goes out, and every byte acknowledged lets one more go (slow start: the
+  // window doubles each round trip) until it reaches the largest ENet window, where the limit
+  // is lifted. Acks for the originals (delayed, not lost) then free the commands waiting for
+  // their resend instead of sending them twice. No congestion-avoidance phase as in TCP:
+  // ENet's throttle already answers rising RTTs, and on a lossy game link a window that
+  // stays small after every timeout only adds delay.
+  void shrink_congestion_window(const Peer& p, PeerQueues& q) { q.congestion_window = p.mtu; }
 
-  // A retransmission timeout: the path lost or held what was in flight. Only an MTU goes
-  // out until acknowledgements come back; acks for the originals (delayed, not lost) then free
-  // the commands waiting for their resend instead of sending them twice.
-  void shrink_congestion_window(const Peer& p, PeerQueues& q, std::uint32_t in_flight) {
-    q.slow_start_threshold = std::max<std::uint32_t>(in_flight / 2, 2u * p.mtu);
-    q.congestion_window = p.mtu;
-    q.acked_toward_growth = 0;
+  void grow_congestion_window(PeerQueues& q, std::uint32_t acked) {
+    q.congestion_window += acked;
+    if (q.congestion_window >= kMaxWindowSize) q.congestion_window = kUnlimitedWindow;
   }
 
   // enet_protocol_remove_sent_reliable_command
@@ -878,8 +876,12 @@ struct HostCore::Impl {
       q.sent_reliable.remove(found);
       if (found->packet) {
         q.reliable_data_in_transit -= found->fragment_length;
-        if (q.congestion_window < kMaxWindowSize)
-          grow_congestion_window(p, q, found->fragment_length);
+        if (q.congestion_window != kUnlimitedWindow)
+          grow_congestion_window(q, found->fragment_length);
+      }
+      if (found->send_attempts == 1 && found->sent_time_ms > q.newest_acked_sent_ms) {
+        q.newest_acked_sent_ms = found->sent_time_ms;
+        q.newest_acked_moved = true;
       }
     } else {
       q.outgoing_reliable.remove(found);
@@ -1776,6 +1778,7 @@ struct HostCore::Impl {
       }
     }
     if (peer != nullptr && peer->state != PeerState::disconnected) {
+      if (peer->queues != nullptr && peer->queues->newest_acked_moved) resend_overtaken(*peer);
       if (holds_acks(*peer)) {
         if (peer->queues->acks_due == 0) peer->queues->acks_due = now_ms + config.ack_delay_ms;
       } else if (peer->has_queued()) {
@@ -1955,7 +1958,8 @@ struct HostCore::Impl {
   // True when the peer timed out (and is gone).
   bool check_timeouts(Peer& p) {
     PeerQueues& q = queues(p);
-    const std::uint32_t in_flight = q.reliable_data_in_transit;
+    const std::uint64_t first_sent_ms =
+        q.sent_reliable.empty() ? 0 : q.sent_reliable.front()->sent_time_ms;
     OutCmd* insert_after = nullptr;
     OutCmd* c = q.sent_reliable.front();
     while (c != nullptr) {
@@ -1980,13 +1984,46 @@ struct HostCore::Impl {
       insert_after = c;
       c = next;
     }
-    if (insert_after != nullptr && config.congestion_window)
-      shrink_congestion_window(p, q, in_flight);
+    // Only a stall shrinks the window: when something sent as late as what timed out has been
+    // acknowledged, the path is delivering and the timeout was a loss (an ack lost, or a
+    // resend lost again), which the window would only slow down.
+    if (insert_after != nullptr && config.congestion_window &&
+        q.newest_acked_sent_ms < first_sent_ms)
+      shrink_congestion_window(p, q);
     if (!q.sent_reliable.empty()) {
       OutCmd* front = q.sent_reliable.front();
       q.next_timeout = front->sent_time_ms + front->rto_ms;
     }
     return false;
+  }
+
+  // HostConfig::fast_retransmit. sent_reliable is in send order, so the walk ends at the first
+  // command sent too recently to have been overtaken. What it finds goes back to the front of
+  // outgoing_reliable, in order, as a timeout would put it, but keeps its retransmission
+  // timeout (the path is delivering) and leaves the congestion window alone.
+  void resend_overtaken(Peer& p) {
+    PeerQueues& q = *p.queues;
+    q.newest_acked_moved = false;
+    if (!config.fast_retransmit) return;
+    const std::uint64_t margin = std::max<std::uint32_t>(p.rtt / 4, 1);
+    OutCmd* insert_after = nullptr;
+    OutCmd* c = q.sent_reliable.front();
+    while (c != nullptr && c->sent_time_ms + margin < q.newest_acked_sent_ms) {
+      OutCmd* next = c->next_;
+      ++p.packets_lost;
+      ++counters.fast_retransmits;
+      if (c->packet) q.reliable_data_in_transit -= c->fragment_length;
+      q.sent_reliable.remove(c);
+      c->in_sent = false;
+      q.outgoing_reliable.insert_after(insert_after, c);
+      insert_after = c;
+      c = next;
+    }
+    if (insert_after == nullptr) return;
+    if (!q.sent_reliable.empty()) {
+      OutCmd* front = q.sent_reliable.front();
+      q.next_timeout = front->sent_time_ms + front->rto_ms;
+    }
   }
 
   struct Build {

@@ -59,17 +59,24 @@ struct HostConfig {
   // to 33 reliable commands of a channel instead of one each. A plain ENet peer never sees
   // more than the hello, which it ignores. false: behave exactly as ENet (no hello).
   bool selective_acks = true;
+  // Fast retransmit (sender side only; nothing on the wire changes): a reliable command sent
+  // once is resent as soon as an acknowledgement arrives for one sent sufficiently later
+  // (a quarter of the RTT, at least 2 ms), instead of waiting out its retransmission timeout.
+  // The receiver acknowledges every reliable command it takes, in arrival order, so a later
+  // command's ack while an earlier one's is missing means the earlier one was lost (or
+  // reordered by more than the margin). Each command is resent this way at most once; a
+  // receiver that drops what it cannot hold is then backed off by ENet's doubling timeouts,
+  // as before. false: resend only on timeouts, as ENet does.
+  bool fast_retransmit = true;
   // A congestion window on top of ENet's throttle (sender side only; nothing on the wire
-  // changes): after a retransmission timeout a connection sends one MTU of reliable data and
-  // regrows the window as acknowledgements return (slow start, then an MTU per window),
-  // until everything it had queued is acknowledged. ENet resends everything that timed out
-  // at once; when the timeout came from delay rather than loss (a receiver that is briefly
-  // overloaded), that doubles the receiver's work just as it falls behind, and with the
-  // window an ack of the original usually arrives first. Off by default: with no fast
-  // retransmit yet, recovery from random loss waits on (doubling) timeouts with about one
-  // datagram in flight; on a link losing one datagram in five, 200 queued messages of 500 B
-  // did not all arrive within 60 s of simulated time (SimHosts.ReliableOrderSurvivesLoss).
-  bool congestion_window = false;
+  // changes): after a retransmission timeout with nothing sent as late acknowledged (a stall,
+  // not a loss on a path that delivers), a connection sends one MTU of reliable data and
+  // regrows the window by what is acknowledged (doubling each round trip) until it reaches
+  // ENet's largest window. ENet resends everything that timed out at once; when the timeout
+  // came from delay rather than loss (a receiver that is briefly overloaded), that doubles the
+  // receiver's work just as it falls behind, and with the window an ack of the original
+  // usually arrives first. false: resend as ENet does.
+  bool congestion_window = true;
   // Defaults for new connections (ENet's names and values).
   std::uint32_t ping_interval_ms = kPingInterval;
   std::uint32_t timeout_limit = kTimeoutLimit;
@@ -93,6 +100,7 @@ struct HostCounters {
   std::uint64_t disconnects = 0;
   std::uint64_t timeouts = 0;
   std::uint64_t retransmits = 0;
+  std::uint64_t fast_retransmits = 0;  // commands found lost by later acks (fast_retransmit)
   std::uint64_t acks_out = 0;
   std::uint64_t peer_timer_runs = 0;  // peers whose timers fired (work done for idle peers)
   std::uint64_t evictions = 0;        // connections dropped to honour memory_cap

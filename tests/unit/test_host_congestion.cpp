@@ -1,6 +1,6 @@
-// HostConfig::congestion_window: after a retransmission timeout a connection sends one MTU of
-// reliable data and regrows its window as acknowledgements return. ENet (false) resends all
-// that timed out, every time its timeout passes.
+// HostConfig::congestion_window: after a stall's retransmission timeout a connection sends one
+// MTU of reliable data and regrows its window as acknowledgements return. ENet (false) resends
+// all that timed out, every time its timeout passes.
 #include "core_pair.hpp"
 #include "host_core.hpp"
 
