@@ -531,6 +531,8 @@ int run(const Config& config) {
     o.host.ack_delay_ms = config.ack_delay_ms;
     o.host.checksum = config.checksum;
     o.host.selective_acks = config.selective_acks;
+    o.host.fast_retransmit = config.fast_retransmit;
+    o.host.congestion_window = config.congestion_window;
     auto group = std::make_unique<rt::ShardGroup>(o);
     const std::size_t base = g * per_group;
     group->set_event_handler([&lg, base](rt::Shard& shard, tern::Event& ev) {

@@ -13,6 +13,7 @@ const char* const kUsage =
     "                    [--broadcast] [--first-room K] [--sources CIDR] [--shards S]\n"
     "                    [--driver socket|uring|dpdk] [--idle wait|busy] [--timeout-ms T]\n"
     "                    [--ack-delay-ms D] [--checksum] [--selective-acks on|off]\n"
+    "                    [--fast-retransmit on|off] [--congestion-window on|off]\n"
     "                    [--json FILE] [--quiet] [--dpdk-config FILE] [--dpdk-port SPEC]\n"
     "                    [--dpdk-ip A.B.C.D/NN] ...\n"
     "       tern-loadgen --help\n"
@@ -47,6 +48,10 @@ const char* const kUsage =
     "                      ENet's, acknowledge at once; at most 1000)\n"
     "  --checksum          ENet CRC32 on every datagram (the server must enable it too)\n"
     "  --selective-acks S  on (default): offer Tern's ack ranges; off: plain ENet acks only\n"
+    "  --fast-retransmit S on (default): resend a message once later ones are acknowledged;\n"
+    "                      off: ENet's retransmission timeouts only\n"
+    "  --congestion-window S  on (default): after a stall, resend an MTU and regrow as acks\n"
+    "                      return; off: resend all that timed out at once, as ENet\n"
     "  --json FILE         also write the result as a JSON object to FILE\n"
     "  --quiet             no progress line on stderr\n"
     "\n"
@@ -78,17 +83,40 @@ using tern::app::read_seconds;
 using tern::app::read_uint;
 
 constexpr tern::app::FlagSpec kFlags[] = {
-    {"help", false},      {"target", true},         {"clients", true},
-    {"room-size", true},  {"rate", true},           {"size", true},
-    {"duration", true},   {"warmup", true},         {"delivery", true},
-    {"channels", true},   {"sources", true},        {"shards", true},
-    {"driver", true},     {"idle", true},           {"json", true},
-    {"first-room", true}, {"broadcast", false},     {"timeout-ms", true},
-    {"quiet", false},     {"dpdk-config", true},    {"dpdk-port", true},
-    {"dpdk-ip", true},    {"dpdk-gateway", true},   {"dpdk-gateway-mac", true},
-    {"dpdk-mac", true},   {"dpdk-eal", true},       {"dpdk-local-port", true},
-    {"dpdk-mbufs", true}, {"dpdk-huge", false},     {"ack-delay-ms", true},
-    {"checksum", false},  {"selective-acks", true},
+    {"help", false},
+    {"target", true},
+    {"clients", true},
+    {"room-size", true},
+    {"rate", true},
+    {"size", true},
+    {"duration", true},
+    {"warmup", true},
+    {"delivery", true},
+    {"channels", true},
+    {"sources", true},
+    {"shards", true},
+    {"driver", true},
+    {"idle", true},
+    {"json", true},
+    {"first-room", true},
+    {"broadcast", false},
+    {"timeout-ms", true},
+    {"quiet", false},
+    {"dpdk-config", true},
+    {"dpdk-port", true},
+    {"dpdk-ip", true},
+    {"dpdk-gateway", true},
+    {"dpdk-gateway-mac", true},
+    {"dpdk-mac", true},
+    {"dpdk-eal", true},
+    {"dpdk-local-port", true},
+    {"dpdk-mbufs", true},
+    {"dpdk-huge", false},
+    {"ack-delay-ms", true},
+    {"checksum", false},
+    {"selective-acks", true},
+    {"fast-retransmit", true},
+    {"congestion-window", true},
 };
 
 constexpr std::uint64_t kDayMs = std::uint64_t{24} * 3600 * 1000;
@@ -227,12 +255,16 @@ bool parse_config(int argc, const char* const* argv, Config& c, std::string& err
   c.broadcast = cl.has("broadcast");
   c.quiet = cl.has("quiet");
   c.checksum = cl.has("checksum");
-  if (const auto v = cl.value("selective-acks")) {
-    if (*v != "on" && *v != "off") {
-      error = "--selective-acks wants on or off, got '" + std::string(*v) + "'";
-      return false;
+  for (auto [flag, out] : {std::pair{"selective-acks", &c.selective_acks},
+                           std::pair{"fast-retransmit", &c.fast_retransmit},
+                           std::pair{"congestion-window", &c.congestion_window}}) {
+    if (const auto v = cl.value(flag)) {
+      if (*v != "on" && *v != "off") {
+        error = "--" + std::string(flag) + " wants on or off, got '" + std::string(*v) + "'";
+        return false;
+      }
+      *out = *v == "on";
     }
-    c.selective_acks = *v == "on";
   }
   if (const auto j = cl.value("json")) {
     if (j->empty()) {

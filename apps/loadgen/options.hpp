@@ -57,6 +57,8 @@ struct Config {
   std::uint32_t ack_delay_ms = 0;  // HostConfig::ack_delay_ms for every client
   bool checksum = false;           // HostConfig::checksum
   bool selective_acks = true;      // HostConfig::selective_acks
+  bool fast_retransmit = true;     // HostConfig::fast_retransmit
+  bool congestion_window = true;   // HostConfig::congestion_window
   bool quiet = false;
 };
 

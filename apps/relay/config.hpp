@@ -45,6 +45,8 @@ struct RelayConfig {
   bool checksum = false;           // ENet CRC32 on every datagram; clients must enable it too
   bool selective_acks = true;      // Tern's ack ranges with clients that offer them
   std::uint32_t ack_delay_ms = 0;  // acks wait this long for a message to ride with
+  bool fast_retransmit = true;     // resend what later acks overtook, before its timeout
+  bool congestion_window = true;   // after a stall, resend an MTU and regrow as acks return
 
   std::vector<RoomRange> broadcast_rooms;
   std::uint32_t drain_timeout_ms = 5000;

@@ -42,6 +42,7 @@ constexpr const char* kUsage =
     "                  [--metrics HOST:PORT] [--peers N] [--max-room-size N]\n"
     "                  [--broadcast-rooms A-B[,C-D...]] [--rules FILE] [--checksum on|off]\n"
     "                  [--selective-acks on|off] [--ack-delay-ms MS]\n"
+    "                  [--fast-retransmit on|off] [--congestion-window on|off]\n"
     "                  [--dpdk-config FILE] [--dpdk-port SPEC] [--dpdk-ip A.B.C.D/NN] ...\n"
     "       tern-relay --help\n"
     "\n"
@@ -66,6 +67,10 @@ constexpr const char* kUsage =
     "  --checksum on|off    ENet CRC32 on every datagram (clients must enable it too)\n"
     "  --selective-acks on|off  Tern's ack ranges with clients that offer them (default on)\n"
     "  --ack-delay-ms MS    acks wait up to MS (0..1000) for a message to ride with (default 0)\n"
+    "  --fast-retransmit on|off  resend a message once later ones are acknowledged, before\n"
+    "                       its timeout (default on; off: ENet's timeouts only)\n"
+    "  --congestion-window on|off  after a stall, resend one MTU and regrow as acks return\n"
+    "                       (default on; off: resend everything that timed out, as ENet)\n"
     "\n"
     "DPDK (--driver dpdk): listen's PORT is the UDP port, the address is the DPDK one; the\n"
     "settings come from the config file's [dpdk] section (keys as config/dpdk-*.toml), then\n"
@@ -92,7 +97,7 @@ constexpr app::FlagSpec kFlags[] = {
     {"dpdk-config", true},   {"dpdk-port", true},       {"dpdk-ip", true},
     {"dpdk-mac", true},      {"dpdk-mbufs", true},      {"dpdk-huge", false},
     {"dpdk-eal", true},      {"checksum", true},        {"selective-acks", true},
-    {"ack-delay-ms", true},
+    {"ack-delay-ms", true},  {"fast-retransmit", true}, {"congestion-window", true},
 };
 
 int usage_error(const std::string& why) {
@@ -143,7 +148,9 @@ bool apply_flags(const app::CommandLine& cl, RelayConfig& c, std::string& why) {
   }
   if (auto v = cl.value("rules")) c.rules_path = std::string(*v);
   for (auto [flag, out] :
-       {std::pair{"checksum", &c.checksum}, std::pair{"selective-acks", &c.selective_acks}}) {
+       {std::pair{"checksum", &c.checksum}, std::pair{"selective-acks", &c.selective_acks},
+        std::pair{"fast-retransmit", &c.fast_retransmit},
+        std::pair{"congestion-window", &c.congestion_window}}) {
     if (auto v = cl.value(flag)) {
       if (*v != "on" && *v != "off") return why = "--" + std::string(flag) + ": on or off", false;
       *out = *v == "on";
@@ -338,7 +345,7 @@ int main(int argc, char** argv) {
       "relay stopped signal=%d drained=%s peers_at_stop=%llu connects=%llu disconnects=%llu "
       "messages_in=%llu copies_out=%llu datagrams_in=%llu datagrams_out=%llu commands_in=%llu "
       "acks_out=%llu busy_us=%llu "
-      "retransmits=%llu timeouts=%llu tx_waits=%llu tx_dropped=%llu",
+      "retransmits=%llu fast_retransmits=%llu timeouts=%llu tx_waits=%llu tx_dropped=%llu",
       sig, drained ? "yes" : "no", static_cast<unsigned long long>(before.peers),
       static_cast<unsigned long long>(t.connects), static_cast<unsigned long long>(t.disconnects),
       static_cast<unsigned long long>(relay.messages_in()),
@@ -347,8 +354,10 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>(t.datagrams_out),
       static_cast<unsigned long long>(t.commands_in), static_cast<unsigned long long>(t.acks_out),
       static_cast<unsigned long long>(t.loop_time_us - std::min(t.loop_time_us, t.idle_poll_us)),
-      static_cast<unsigned long long>(t.retransmits), static_cast<unsigned long long>(t.timeouts),
-      static_cast<unsigned long long>(t.tx_waits), static_cast<unsigned long long>(t.tx_dropped));
+      static_cast<unsigned long long>(t.retransmits),
+      static_cast<unsigned long long>(t.fast_retransmits),
+      static_cast<unsigned long long>(t.timeouts), static_cast<unsigned long long>(t.tx_waits),
+      static_cast<unsigned long long>(t.tx_dropped));
   for (std::size_t d = 0; d < kRelayDropCount; ++d) {
     std::printf(" %s=%llu", relay_drop_name(static_cast<RelayDrop>(d)),
                 static_cast<unsigned long long>(relay.drops(static_cast<RelayDrop>(d))));

@@ -129,6 +129,8 @@ Relay::Relay(const RelayConfig& config)
         o.host.checksum = config.checksum;
         o.host.selective_acks = config.selective_acks;
         o.host.ack_delay_ms = config.ack_delay_ms;
+        o.host.fast_retransmit = config.fast_retransmit;
+        o.host.congestion_window = config.congestion_window;
         return o;
       }()) {
   const std::size_t n = std::max<std::size_t>(
@@ -576,6 +578,10 @@ std::string Relay::metrics_text() const {
   per_shard("tern_relay_retransmits_total", "counter",
             "Reliable commands sent again: lost on the way, or queueing delay beyond the RTO.",
             [&](std::size_t i) { return group_.counters(i).retransmits; });
+  per_shard("tern_relay_fast_retransmits_total", "counter",
+            "Reliable commands found lost because later ones were acknowledged (resent before "
+            "their timeout).",
+            [&](std::size_t i) { return group_.counters(i).fast_retransmits; });
   per_shard("tern_relay_peer_timeouts_total", "counter",
             "Clients disconnected because they stopped acknowledging.",
             [&](std::size_t i) { return group_.counters(i).timeouts; });

@@ -95,6 +95,7 @@ struct Shard::LiveCounters {
   std::atomic<std::uint64_t> drops{0};
   std::atomic<std::uint64_t> peer_timer_runs{0};
   std::atomic<std::uint64_t> retransmits{0};
+  std::atomic<std::uint64_t> fast_retransmits{0};
   std::atomic<std::uint64_t> timeouts{0};
   std::atomic<std::uint64_t> tx_dropped{0};
   std::atomic<std::uint64_t> tx_waits{0};
@@ -488,6 +489,7 @@ void Shard::publish_counters(const D& driver) {
   l.drops.store(c.drops.total(), r);
   l.peer_timer_runs.store(c.peer_timer_runs, r);
   l.retransmits.store(c.retransmits, r);
+  l.fast_retransmits.store(c.fast_retransmits, r);
   l.timeouts.store(c.timeouts, r);
   const DriverStats d = driver.stats();
   l.tx_dropped.store(d.tx_dropped, r);
@@ -557,6 +559,7 @@ ShardCounters Shard::counters() const {
   s.drops = l.drops.load(r);
   s.peer_timer_runs = l.peer_timer_runs.load(r);
   s.retransmits = l.retransmits.load(r);
+  s.fast_retransmits = l.fast_retransmits.load(r);
   s.timeouts = l.timeouts.load(r);
   s.tx_dropped = l.tx_dropped.load(r);
   s.tx_backlog = l.tx_backlog.load(r);
@@ -710,6 +713,7 @@ ShardCounters ShardGroup::total() const {
     t.drops += c.drops;
     t.peer_timer_runs += c.peer_timer_runs;
     t.retransmits += c.retransmits;
+    t.fast_retransmits += c.fast_retransmits;
     t.timeouts += c.timeouts;
     t.tx_dropped += c.tx_dropped;
     t.tx_backlog += c.tx_backlog;

@@ -3,10 +3,10 @@
 loopback no reliable copy may be lost, duplicated, reordered or misrouted, and every copy
 owed must arrive. Clients come from 16 source addresses so the relay's shards both get
 members and rooms span shards. The same with clients delaying their acks (fewer datagrams
-into the relay), with the relay's protocol settings (checksums; the relay delaying its acks;
-selective acks off), then a broadcast-room run and a delivery mix (routing and
-duplicates exact; the unreliable kinds may lose on a loaded machine, so their loss is only
-reported).
+into the relay), with the relay's protocol settings (checksums; ENet's retransmission
+timing; the relay delaying its acks; selective acks off), then a broadcast-room run and a
+delivery mix (routing and duplicates exact; the unreliable kinds may lose on a loaded
+machine, so their loss is only reported).
 
 usage: loadgen_accounting.py TERN_RELAY TERN_LOADGEN"""
 import re
@@ -56,7 +56,9 @@ def run(relay_args, loadgen_args, what, exact):
         out, _ = relay.communicate(timeout=20)
         check(relay.returncode == 0 and "drained=yes" in out, f"{what}: relay drained ({out.strip()[:200]})")
         stopped = dict(re.findall(r"(\S+)=(\S+)", out))
-        check(stopped.get("retransmits", "").isdigit(), f"{what}: relay reports retransmits")
+        check(stopped.get("retransmits", "").isdigit() and
+              stopped.get("fast_retransmits", "").isdigit(),
+              f"{what}: relay reports retransmits and fast_retransmits")
         check(stopped.get("timeouts") == "0", f"{what}: no client timed out ({stopped.get('timeouts')})")
     return stopped
 
@@ -82,6 +84,10 @@ check(per_message(held) < 0.9 * per_message(plain),
 # The relay's [protocol] settings, here from its flags (the config keys set the same fields).
 run(["--checksum", "on"], common + ["--delivery", "reliable", "--checksum"], "checksums",
     exact=True)
+# ENet's retransmission timing on both sides (no fast retransmit, no congestion window).
+run(["--fast-retransmit", "off", "--congestion-window", "off"],
+    common + ["--delivery", "reliable", "--fast-retransmit", "off", "--congestion-window", "off"],
+    "ENet retransmission timing", exact=True)
 # A relay that holds its acks: still exact.
 run(["--ack-delay-ms", "5"], common + ["--delivery", "reliable"], "relay delays acks",
     exact=True)

@@ -35,6 +35,9 @@ check(r.returncode == 2 and "--shards" in r.stderr, "bad --shards value: exit 2 
 r = run(["--selective-acks", "maybe"])
 check(r.returncode == 2 and "--selective-acks: on or off" in r.stderr,
       "bad --selective-acks value: exit 2 naming the flag")
+r = run(["--congestion-window", "1"])
+check(r.returncode == 2 and "--congestion-window: on or off" in r.stderr,
+      "bad --congestion-window value: exit 2 naming the flag")
 r = run(["--ack-delay-ms", "1001"])
 check(r.returncode == 2 and "--ack-delay-ms: must be 0..1000" in r.stderr,
       "--ack-delay-ms out of range: exit 2 naming the flag")
@@ -61,6 +64,8 @@ with tempfile.TemporaryDirectory() as d:
                "ack_delay_ms out of range")
     bad_config("[protocol]\nchecksum = 1\n", ["protocol.checksum", "true or false"],
                "checksum not a boolean")
+    bad_config("[protocol]\nfast_retransmit = \"yes\"\n", ["protocol.fast_retransmit", "true or false"],
+               "fast_retransmit not a boolean")
     bad_config("[protocol]\nselective_ack = false\n", ["protocol.selective_ack", "unknown key"],
                "misspelt protocol key")
     rules = os.path.join(d, "bad.rules")
