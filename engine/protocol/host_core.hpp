@@ -59,14 +59,14 @@ struct HostConfig {
   // to 33 reliable commands of a channel instead of one each. A plain ENet peer never sees
   // more than the hello, which it ignores. false: behave exactly as ENet (no hello).
   bool selective_acks = true;
-  // Fast retransmit (sender side only; nothing on the wire changes): a reliable command sent
-  // once is resent as soon as an acknowledgement arrives for one sent sufficiently later
-  // (a quarter of the RTT, at least 2 ms), instead of waiting out its retransmission timeout.
-  // The receiver acknowledges every reliable command it takes, in arrival order, so a later
-  // command's ack while an earlier one's is missing means the earlier one was lost (or
-  // reordered by more than the margin). Each command is resent this way at most once; a
-  // receiver that drops what it cannot hold is then backed off by ENet's doubling timeouts,
-  // as before. false: resend only on timeouts, as ENet does.
+  // Fast retransmit (sender side only; nothing on the wire changes): a reliable command still
+  // unacknowledged when an acknowledgement arrives for one sent more than a quarter of the RTT
+  // (at least 2 ms) after it is resent at once, instead of waiting out its retransmission
+  // timeout, as KCP's fast resend does. The receiver acknowledges every reliable command it
+  // takes, in arrival order, so that one was lost (or reordered by more than the margin). Its
+  // timeout is not doubled (the path is delivering), and only acks of commands sent once set
+  // the mark (an ack of a resent command may be for either copy). false: resend only on
+  // timeouts, as ENet does.
   bool fast_retransmit = true;
   // A congestion window on top of ENet's throttle (sender side only; nothing on the wire
   // changes): after a retransmission timeout with nothing sent as late acknowledged (a stall,
