@@ -887,10 +887,7 @@ struct HostCore::Impl {
       q.outgoing_reliable.remove(found);
     }
     put_out(q, found);
-    if (!q.sent_reliable.empty()) {
-      OutCmd* front = q.sent_reliable.front();
-      q.next_timeout = front->sent_time_ms + front->rto_ms;
-    }
+    rearm_retransmission_timer(q);
     return type;
   }
 
@@ -1977,10 +1974,7 @@ struct HostCore::Impl {
       }
       ++p.packets_lost;
       c->rto_ms *= 2;
-      if (c->packet) q.reliable_data_in_transit -= c->fragment_length;
-      q.sent_reliable.remove(c);
-      c->in_sent = false;
-      q.outgoing_reliable.insert_after(insert_after, c);
+      requeue_lost(q, c, insert_after);
       insert_after = c;
       c = next;
     }
@@ -1990,11 +1984,24 @@ struct HostCore::Impl {
     if (insert_after != nullptr && config.congestion_window &&
         q.newest_acked_sent_ms < first_sent_ms)
       shrink_congestion_window(p, q);
-    if (!q.sent_reliable.empty()) {
-      OutCmd* front = q.sent_reliable.front();
-      q.next_timeout = front->sent_time_ms + front->rto_ms;
-    }
+    rearm_retransmission_timer(q);
     return false;
+  }
+
+  // A command taken as lost leaves the in-flight list for outgoing_reliable, behind
+  // `insert_after` (its front when null), so lost commands keep their send order and go out
+  // before anything queued later. It stays in the unacked index: a late ack still frees it.
+  static void requeue_lost(PeerQueues& q, OutCmd* c, OutCmd* insert_after) {
+    if (c->packet) q.reliable_data_in_transit -= c->fragment_length;
+    q.sent_reliable.remove(c);
+    c->in_sent = false;
+    q.outgoing_reliable.insert_after(insert_after, c);
+  }
+
+  // The retransmission deadline is the front's: the in-flight list is in send order.
+  static void rearm_retransmission_timer(PeerQueues& q) {
+    if (OutCmd* front = q.sent_reliable.front())
+      q.next_timeout = front->sent_time_ms + front->rto_ms;
   }
 
   // HostConfig::fast_retransmit. sent_reliable is in send order, so the walk ends at the first
@@ -2012,18 +2019,11 @@ struct HostCore::Impl {
       OutCmd* next = c->next_;
       ++p.packets_lost;
       ++counters.fast_retransmits;
-      if (c->packet) q.reliable_data_in_transit -= c->fragment_length;
-      q.sent_reliable.remove(c);
-      c->in_sent = false;
-      q.outgoing_reliable.insert_after(insert_after, c);
+      requeue_lost(q, c, insert_after);
       insert_after = c;
       c = next;
     }
-    if (insert_after == nullptr) return;
-    if (!q.sent_reliable.empty()) {
-      OutCmd* front = q.sent_reliable.front();
-      q.next_timeout = front->sent_time_ms + front->rto_ms;
-    }
+    if (insert_after != nullptr) rearm_retransmission_timer(q);
   }
 
   struct Build {
