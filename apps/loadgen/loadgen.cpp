@@ -51,6 +51,8 @@ constexpr std::uint64_t kSnapshotWaitNs = 200'000'000;   // progress: give up on
 constexpr auto kGoodbyeGrace = 2s;
 constexpr std::size_t kMaxBins = 4096;  // live loss accounting, per lane
 constexpr std::uint32_t kNoClient = std::numeric_limits<std::uint32_t>::max();
+// --broadcast senders send this once, before the spectators connect (count_registered).
+constexpr std::array<std::byte, 1> kProbe{std::byte{0}};
 // Duplicate detection, per (receiver, sender): 448 sequence numbers (about a second of one
 // sender at 500 Hz) is what fits one cache line beside the track's header. A track is touched
 // for every copy and there are 7,000 of them at 1,000 clients in rooms of 8, so a track of two
@@ -133,6 +135,7 @@ struct Client {
   std::uint64_t offset_ns = 0;  // sending phase within one period
   bool sender = false;
   bool connected = false;
+  bool registered = false;  // --broadcast senders: the relay has counted the join (its probe)
 };
 
 struct LoadGen;
@@ -167,7 +170,8 @@ struct alignas(64) Lane {
   std::atomic<std::uint64_t> misrouted{0};
   std::atomic<std::uint64_t> mismatched{0};
   std::atomic<std::uint32_t> connected{0};
-  std::atomic<std::uint32_t> dropped{0};  // connections lost before the goodbye
+  std::atomic<std::uint32_t> registered{0};  // --broadcast senders whose probe was acknowledged
+  std::atomic<std::uint32_t> dropped{0};     // connections lost before the goodbye
   std::atomic<std::uint32_t> goodbyes{0};
   std::atomic<std::uint32_t> connect_failed{0};
   std::atomic<std::uint64_t> last_connect_ns{0};
@@ -292,6 +296,16 @@ void on_event(Lane& lane, rt::Shard& shard, tern::Event& ev) {
     case tern::EventType::connect:
       client.connected = true;
       bump(lane.connected);
+      // Our connect event comes with the relay's VERIFY_CONNECT; the relay's comes with our
+      // acknowledgement of it, which can be lost. A relay acknowledges a message only once the
+      // connection is complete on its side (its join handled), so an acknowledged probe shows
+      // this sender joined before any spectator connects. Nobody is in the room to get it.
+      if (lane.lg->config.broadcast && client.sender &&
+          shard.core().send(client.handle, 0, tern::Delivery::reliable,
+                            tern::Packet::copy_of(std::span<const std::byte>(kProbe))) !=
+              tern::SendResult::ok) {
+        ++lane.send_failed;
+      }
       lane.last_connect_ns.store(now_ns(), std::memory_order_relaxed);
       break;
     case tern::EventType::disconnect:
@@ -307,9 +321,23 @@ void on_event(Lane& lane, rt::Shard& shard, tern::Event& ev) {
   }
 }
 
+// --broadcast: counts the senders whose probe the relay has acknowledged.
+void count_registered(Lane& lane, rt::Shard& shard) {
+  for (Client& client : lane.clients) {
+    if (!client.sender || !client.connected || client.registered) continue;
+    tern::PeerStats s;
+    if (shard.core().peer_stats(client.handle, s) && s.reliable_in_transit == 0 &&
+        s.queued_outgoing == 0) {
+      client.registered = true;
+      bump(lane.registered);
+    }
+  }
+}
+
 // Wave 0: every client, except that with --broadcast only the rooms' first members (the
 // senders) go first, so that a relay which ranks members by join order sees them first.
-// Wave 1: the --broadcast spectators, once every first member is in.
+// Wave 1: the --broadcast spectators, once the relay has every first member in (their
+// probes acknowledged).
 void connect_wave(Lane& lane, rt::Shard& shard, int wave) {
   const Config& c = lane.lg->config;
   for (std::uint32_t k = 0; k < lane.clients.size(); ++k) {
@@ -570,7 +598,13 @@ int run(const Config& config) {
   std::uint64_t connected = 0;
   for (;;) {
     connected = total(lg, &Lane::connected);
-    if (!spectators_posted && connected >= rooms) {
+    if (!spectators_posted) {
+      for (std::size_t i = 0; i < nlanes; ++i) {
+        groups.post(*lg.lanes[i],
+                    [](Lane& lane, rt::Shard& shard) { count_registered(lane, shard); });
+      }
+    }
+    if (!spectators_posted && total(lg, &Lane::registered) >= rooms) {
       for (std::size_t i = 0; i < nlanes; ++i) {
         groups.post(*lg.lanes[i],
                     [](Lane& lane, rt::Shard& shard) { connect_wave(lane, shard, 1); });
