@@ -1057,7 +1057,13 @@ std::size_t DpdkDriver::rx_burst(std::span<rt::RxFrame> out) {
         continue;
       }
     }
-    out[k].from = p.src;
+    // Rebuilt rather than copied: the parser has just stored p.src in pieces, and a 16-byte
+    // copy of it would stall on store forwarding.
+    if (p.family == net::Family::ipv4) {
+      out[k].from.set_v4(p.src.v4_host_order(), p.src.port);
+    } else {
+      out[k].from = p.src;
+    }
     out[k].bytes = p.payload;
     ++k;
     d.held[d.held_n++] = m;

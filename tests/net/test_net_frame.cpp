@@ -756,6 +756,34 @@ TEST(NetDrop, EveryTruncationRefused) {
 
 // ---- ARP frames -------------------------------------------------------------------------------
 
+// The driver parses every frame of a burst into one ParsedFrame: nothing from an earlier
+// frame (an IPv6 address under an IPv4 one, an ARP body, a payload) may show through.
+TEST(NetFrame, ReusedParsedFrameKeepsNothingStale) {
+  ParsedFrame pf;
+  Drop why{};
+  ASSERT_TRUE(parse(arp_request_frame(), server(), pf, why)) << drop_name(why);
+  ASSERT_TRUE(parse(udp_frame(Family::ipv6), server(), pf, why)) << drop_name(why);
+  EXPECT_EQ(pf.arp, ArpPacket{});
+  EXPECT_EQ(pf.src, ep(kV6Client, 40000));
+  ASSERT_TRUE(parse(udp_frame(Family::ipv4), server(), pf, why)) << drop_name(why);
+  EXPECT_EQ(pf.family, Family::ipv4);
+  EXPECT_EQ(pf.src, Endpoint::v4(client().ipv4, 40000));
+  EXPECT_EQ(pf.dst, Endpoint::v4(server().ipv4, 7777));
+  EXPECT_TRUE(pf.src.is_v4());
+  const Bytes tagged = udp_frame(Family::ipv4, 12);
+  ASSERT_TRUE(parse(tagged, server(12), pf, why)) << drop_name(why);
+  EXPECT_EQ(pf.vlan, 12);
+  EXPECT_FALSE(parse(Bytes(tagged.begin(), tagged.begin() + 10), server(12), pf, why));
+  EXPECT_EQ(why, Drop::truncated_ethernet);
+  EXPECT_EQ(pf.kind, ParsedFrame::Kind::other);
+  EXPECT_EQ(pf.src, Endpoint{});
+  EXPECT_EQ(pf.dst, Endpoint{});
+  EXPECT_TRUE(pf.src_mac.is_zero());
+  EXPECT_TRUE(pf.dst_mac.is_zero());
+  EXPECT_EQ(pf.vlan, 0);
+  EXPECT_TRUE(pf.payload.empty());
+}
+
 TEST(NetArpFrame, RequestThenReply) {
   const Bytes req = arp_request_frame();
   ASSERT_EQ(req.size(), 42u);

@@ -22,14 +22,27 @@ struct Endpoint {
 
   static Endpoint v4(std::uint32_t host_order_addr, std::uint16_t port) {
     Endpoint e;
-    e.addr[10] = 0xff;
-    e.addr[11] = 0xff;
-    e.addr[12] = static_cast<std::uint8_t>(host_order_addr >> 24);
-    e.addr[13] = static_cast<std::uint8_t>(host_order_addr >> 16);
-    e.addr[14] = static_cast<std::uint8_t>(host_order_addr >> 8);
-    e.addr[15] = static_cast<std::uint8_t>(host_order_addr);
-    e.port = port;
+    e.set_v4(host_order_addr, port);
     return e;
+  }
+  // In place, as two 8-byte stores: the frame parser fills two per datagram (DPDK driver),
+  // and assigning a temporary built byte by byte costs a 16-byte load of bytes just stored,
+  // which stalls on store forwarding (~15 cycles a time).
+  void set_v4(std::uint32_t host_order_addr, std::uint16_t port_host_order) {
+    const std::uint8_t tail[8] = {0,
+                                  0,
+                                  0xff,
+                                  0xff,
+                                  static_cast<std::uint8_t>(host_order_addr >> 24),
+                                  static_cast<std::uint8_t>(host_order_addr >> 16),
+                                  static_cast<std::uint8_t>(host_order_addr >> 8),
+                                  static_cast<std::uint8_t>(host_order_addr)};
+    const std::uint64_t head = 0;
+    std::uint64_t word;
+    std::memcpy(&word, tail, 8);
+    std::memcpy(addr.data(), &head, 8);
+    std::memcpy(addr.data() + 8, &word, 8);
+    port = port_host_order;
   }
   static Endpoint v6(const std::uint8_t (&bytes)[16], std::uint16_t port) {
     Endpoint e;
