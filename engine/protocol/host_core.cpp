@@ -845,6 +845,7 @@ struct HostCore::Impl {
   void shrink_congestion_window(const Peer& p, PeerQueues& q) { q.congestion_window = p.mtu; }
 
   void grow_congestion_window(PeerQueues& q, std::uint32_t acked) {
+    if (q.congestion_window == kUnlimitedWindow) return;
     q.congestion_window += acked;
     if (q.congestion_window >= kMaxWindowSize) q.congestion_window = kUnlimitedWindow;
   }
@@ -876,8 +877,7 @@ struct HostCore::Impl {
       q.sent_reliable.remove(found);
       if (found->packet) {
         q.reliable_data_in_transit -= found->fragment_length;
-        if (q.congestion_window != kUnlimitedWindow)
-          grow_congestion_window(q, found->fragment_length);
+        grow_congestion_window(q, found->fragment_length);
       }
       if (found->send_attempts == 1 && found->sent_time_ms > q.newest_acked_sent_ms) {
         q.newest_acked_sent_ms = found->sent_time_ms;
