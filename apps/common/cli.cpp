@@ -89,6 +89,24 @@ bool read_uint(const CommandLine& cl, std::string_view name, std::uint64_t min, 
   return true;
 }
 
+std::optional<bool> parse_on_off(std::string_view text) {
+  if (text == "on") return true;
+  if (text == "off") return false;
+  return std::nullopt;
+}
+
+bool read_on_off(const CommandLine& cl, std::string_view name, bool& out, std::string& error) {
+  const auto text = cl.value(name);
+  if (!text) return true;
+  const auto v = parse_on_off(*text);
+  if (!v) {
+    error = "--" + std::string(name) + " wants on or off, got '" + std::string(*text) + "'";
+    return false;
+  }
+  out = *v;
+  return true;
+}
+
 // "--name S" as seconds with at most three decimals ("2", "0.5", "1.250") into milliseconds.
 bool read_seconds(const CommandLine& cl, std::string_view name, std::uint64_t min_ms,
                   std::uint64_t max_ms, std::uint64_t& out_ms, std::string& error) {

@@ -58,6 +58,13 @@ bool read_uint(const CommandLine& cl, std::string_view name, std::uint64_t min, 
   return true;
 }
 
+// "on" or "off"; nullopt on anything else.
+std::optional<bool> parse_on_off(std::string_view text);
+
+// "--name on|off" into `out` when given: false with "--name wants on or off, got 'X'". An
+// absent flag leaves `out` alone and succeeds.
+bool read_on_off(const CommandLine& cl, std::string_view name, bool& out, std::string& error);
+
 // "--name S" as seconds with at most three decimals ("2", "0.5", "1.250") into milliseconds,
 // within [min_ms, max_ms]; an absent flag leaves `out_ms` alone and succeeds.
 bool read_seconds(const CommandLine& cl, std::string_view name, std::uint64_t min_ms,

@@ -255,16 +255,10 @@ bool parse_config(int argc, const char* const* argv, Config& c, std::string& err
   c.broadcast = cl.has("broadcast");
   c.quiet = cl.has("quiet");
   c.checksum = cl.has("checksum");
-  for (auto [flag, out] : {std::pair{"selective-acks", &c.selective_acks},
-                           std::pair{"fast-retransmit", &c.fast_retransmit},
-                           std::pair{"congestion-window", &c.congestion_window}}) {
-    if (const auto v = cl.value(flag)) {
-      if (*v != "on" && *v != "off") {
-        error = "--" + std::string(flag) + " wants on or off, got '" + std::string(*v) + "'";
-        return false;
-      }
-      *out = *v == "on";
-    }
+  if (!tern::app::read_on_off(cl, "selective-acks", c.selective_acks, error) ||
+      !tern::app::read_on_off(cl, "fast-retransmit", c.fast_retransmit, error) ||
+      !tern::app::read_on_off(cl, "congestion-window", c.congestion_window, error)) {
+    return false;
   }
   if (const auto j = cl.value("json")) {
     if (j->empty()) {

@@ -172,16 +172,7 @@ bool parse_runtime(const CommandLine& cl, bool serve, RuntimeConfig& r, std::str
     }
   }
   r.pin = serve && affinity_unrestricted();
-  if (const auto p = cl.value("pin")) {
-    if (*p == "on") {
-      r.pin = true;
-    } else if (*p == "off") {
-      r.pin = false;
-    } else {
-      error = "--pin wants on or off, got '" + std::string(*p) + "'";
-      return false;
-    }
-  }
+  if (!tern::app::read_on_off(cl, "pin", r.pin, error)) return false;
   return read_uint(cl, "shards", 1, 1024, r.shards, error);
 }
 

@@ -127,9 +127,15 @@ bool apply_flags(const app::CommandLine& cl, RelayConfig& c, std::string& why) {
     if (*v != "wait" && *v != "busy") return why = "--idle: wait or busy", false;
     c.idle = std::string(*v);
   }
-  if (auto v = cl.value("pin")) {
-    if (*v != "on" && *v != "off") return why = "--pin: on or off", false;
-    c.pin = *v == "on";
+  for (auto [flag, out] : {std::pair{"pin", &c.pin}, std::pair{"checksum", &c.checksum},
+                           std::pair{"selective-acks", &c.selective_acks},
+                           std::pair{"fast-retransmit", &c.fast_retransmit},
+                           std::pair{"congestion-window", &c.congestion_window}}) {
+    if (auto v = cl.value(flag)) {
+      const auto on = app::parse_on_off(*v);
+      if (!on) return why = "--" + std::string(flag) + ": on or off", false;
+      *out = *on;
+    }
   }
   if (auto v = cl.value("metrics")) {
     const auto e = Endpoint::parse(*v);
@@ -147,15 +153,6 @@ bool apply_flags(const app::CommandLine& cl, RelayConfig& c, std::string& why) {
     c.max_room_size = static_cast<std::uint32_t>(*n);
   }
   if (auto v = cl.value("rules")) c.rules_path = std::string(*v);
-  for (auto [flag, out] :
-       {std::pair{"checksum", &c.checksum}, std::pair{"selective-acks", &c.selective_acks},
-        std::pair{"fast-retransmit", &c.fast_retransmit},
-        std::pair{"congestion-window", &c.congestion_window}}) {
-    if (auto v = cl.value(flag)) {
-      if (*v != "on" && *v != "off") return why = "--" + std::string(flag) + ": on or off", false;
-      *out = *v == "on";
-    }
-  }
   if (auto v = cl.value("ack-delay-ms")) {
     const auto n = app::parse_uint(*v, 0, 1000);
     if (!n) return why = "--ack-delay-ms: must be 0..1000", false;
