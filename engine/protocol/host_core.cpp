@@ -38,21 +38,45 @@ std::uint16_t ahead(std::uint16_t seq, std::uint16_t current) {
   return static_cast<std::uint16_t>(seq - current);
 }
 
-struct OutCmd {
+// A queued command in one cache line. A relay holds one per copy of every message in flight,
+// and the acknowledgement that frees it arrives a round trip after it was written, when it has
+// long left the cache: each extra line is one more miss per copy. So the wire command is not
+// kept whole but rebuilt when written (wire_command): send_* commands from their sequence
+// numbers and their place in the message, disconnect from `body`; the four commands whose
+// bodies do not fit (connect, verify_connect, bandwidth_limit, throttle_configure: rare) are
+// encoded into `packet` when queued.
+struct alignas(64) OutCmd {
   OutCmd* prev_ = nullptr;
   OutCmd* next_ = nullptr;
-  Command command;
+  // send_*: the whole message (a fragment is fragment_length bytes of it at fragment_offset);
+  // `encoded`: the command's wire bytes.
+  Packet packet;
+  std::uint64_t sent_time_ms = 0;
+  std::uint32_t rto_ms = 0;
+  std::uint32_t queue_order = 0;  // merges the two outgoing lists back into queue order
+  std::uint32_t fragment_offset = 0;
+  // disconnect: its data. send_unsequenced: the group. Fragments: the start sequence number
+  // (low half) and the length of every fragment but the last (high half).
+  std::uint32_t body = 0;
   std::uint16_t reliable_seq = 0;
   std::uint16_t unreliable_seq = 0;
   std::uint16_t send_attempts = 0;
   std::uint16_t fragment_length = 0;
-  std::uint32_t fragment_offset = 0;
-  std::uint32_t rto_ms = 0;
-  std::uint32_t queue_order = 0;  // merges the two outgoing lists back into queue order
-  bool in_sent = false;           // on sent_reliable (else, once sent, waiting for a resend)
-  std::uint64_t sent_time_ms = 0;
-  Packet packet;
+  std::uint8_t command = 0;  // number | flags, as on the wire
+  std::uint8_t channel_id = 0;
+  bool in_sent = false;  // on sent_reliable (else, once sent, waiting for a resend)
+  bool encoded = false;
+
+  Cmd type() const { return static_cast<Cmd>(command & kCommandMask); }
+  bool needs_ack() const { return (command & kFlagAcknowledge) != 0; }
+  bool unsequenced_flag() const { return (command & kFlagUnsequenced) != 0; }
+  // A message's bytes (which the send window and the throttle count), not a system command.
+  bool has_payload() const { return packet && !encoded; }
+  std::size_t wire_size() const {
+    return encoded ? packet.size() : command_size(type()) + fragment_length;
+  }
 };
+static_assert(sizeof(OutCmd) == 64, "one cache line per queued command");
 
 struct InCmd {
   InCmd* prev_ = nullptr;
@@ -90,12 +114,25 @@ struct AckChunk {
 // A channel's commands in flight, by reliable sequence number modulo this many: the slot an
 // acknowledgement names is next to the ones its predecessors named, so it is usually in cache,
 // where a host-wide hash scatters them. A command whose slot is taken (more than this many
-// sequence numbers behind the newest in flight: a backlog) goes to the host-wide index instead.
+// sequence numbers behind the newest in flight: a backlog) goes to the channel's wide slots.
 inline constexpr std::size_t kChannelUnackedSlots = 32;
+
+// A backlogged channel's commands in flight, by reliable sequence number modulo this many:
+// taken (from a pool) when the channel's own slots collide, and kept until the connection has
+// nothing in flight, so a channel that hovers around the limit does not take and return it
+// over and over. 1024 covers ENet's largest send window (64 KiB) of 64-byte messages; a
+// command whose wide slot is taken too goes to the host-wide index. Without these slots a
+// deep backlog sent every command through that index: a cache miss to insert it and one to
+// find it again, where consecutive sequence numbers share a line here.
+inline constexpr std::size_t kWideUnackedSlots = 1024;
+struct WideUnacked {
+  std::array<OutCmd*, kWideUnackedSlots> slots{};
+};
 
 // Allocated (from a pool) the first time the channel carries a message either way.
 struct Channel {
   std::array<OutCmd*, kChannelUnackedSlots> unacked{};
+  WideUnacked* wide = nullptr;
   std::uint16_t out_reliable_seq = 0;
   std::uint16_t out_reliable_sent = 0;  // highest reliable seq transmitted at least once
   std::uint16_t out_unreliable_seq = 0;
@@ -130,7 +167,8 @@ struct PeerQueues {
   // read moved it, so commands sent well before it and still unacknowledged are lost.
   std::uint64_t newest_acked_sent_ms = 0;
   bool newest_acked_moved = false;
-  std::size_t queued_bytes = 0;  // payload of the commands held here (HostConfig::max_queued)
+  std::uint32_t wide_channels = 0;  // channels holding a WideUnacked
+  std::size_t queued_bytes = 0;     // payload of the commands held here (HostConfig::max_queued)
 };
 
 // ENet's unsequenced receive window, allocated on the first unsequenced message received.
@@ -339,10 +377,11 @@ struct HostCore::Impl {
   Pool<OutCmd> out_pool;
   // Reliable commands transmitted at least once and not yet acknowledged (on sent_reliable,
   // or back on outgoing_reliable for a resend) are indexed, so an acknowledgement finds its
-  // command without walking the list: in their channel's slots (Channel::unacked), or here by
-  // peer slot, channel and sequence number (system commands, and those whose channel slot is
-  // taken).
+  // command without walking the list: in their channel's slots (Channel::unacked, then
+  // Channel::wide), or here by peer slot, channel and sequence number (system commands, and
+  // those whose channel slots are taken).
   base::PointerIndex<OutCmd> unacked{1024};
+  Pool<WideUnacked> wide_pool;
   Pool<InCmd> in_pool;
   Pool<AckChunk> ack_pool;
   Pool<PeerQueues> queue_pool;
@@ -405,8 +444,19 @@ struct HostCore::Impl {
     PeerQueues* q = p.queues;
     if (q != nullptr && q->outgoing_reliable.empty() && q->outgoing_unreliable.empty() &&
         q->sent_reliable.empty() && q->acks.empty() && q->earliest_timeout == 0) {
+      if (q->wide_channels != 0) for_each_channel(p, [this](Channel& ch) { release_wide(ch); });
       queue_pool.put(q);
       p.queues = nullptr;
+    }
+  }
+
+  // Only once nothing is in flight on the channel: its wide slots are all empty.
+  void release_wide(Channel& ch) {
+    if (ch.wide != nullptr) {
+      assert(std::all_of(ch.wide->slots.begin(), ch.wide->slots.end(),
+                         [](const OutCmd* c) { return c == nullptr; }));
+      wide_pool.put(ch.wide);
+      ch.wide = nullptr;
     }
   }
 
@@ -513,7 +563,11 @@ struct HostCore::Impl {
 
   // Frees every channel (their queues must be empty) and sets the new count.
   void reset_channels(Peer& p, std::uint32_t count) {
-    for_each_channel(p, [this](Channel& ch) { channel_pool.put(&ch); });
+    for_each_channel(p, [this](Channel& ch) {
+      release_wide(ch);
+      channel_pool.put(&ch);
+    });
+    if (p.queues != nullptr) p.queues->wide_channels = 0;
     if (p.channel_count > 1) delete[] static_cast<Channel**>(p.channel_store);
     p.channel_store = nullptr;
     p.channel_count = static_cast<std::uint8_t>(count);
@@ -608,33 +662,57 @@ struct HostCore::Impl {
     out_pool.put(c);
   }
 
-  static OutCmd** unacked_slot(const Peer& p, std::uint8_t channel_id, std::uint16_t seq) {
-    if (channel_id >= p.channel_count) return nullptr;  // system commands (0xFF)
-    Channel* ch = channel_if(p, channel_id);
-    return ch != nullptr ? &ch->unacked[seq % kChannelUnackedSlots] : nullptr;
+  // System commands (0xFF) have no channel.
+  static Channel* unacked_channel(const Peer& p, std::uint8_t channel_id) {
+    return channel_id < p.channel_count ? channel_if(p, channel_id) : nullptr;
   }
 
   void track_unacked(Peer& p, OutCmd* c) {
-    OutCmd** slot = unacked_slot(p, c->command.channel_id, c->reliable_seq);
-    if (slot != nullptr && *slot == nullptr) {
-      *slot = c;
-    } else {
-      unacked.insert(unacked_key(p, c->command.channel_id, c->reliable_seq), c);
+    if (Channel* ch = unacked_channel(p, c->channel_id)) {
+      OutCmd*& slot = ch->unacked[c->reliable_seq % kChannelUnackedSlots];
+      if (slot == nullptr) {
+        slot = c;
+        return;
+      }
+      if (ch->wide == nullptr) {
+        ch->wide = wide_pool.get();
+        ++p.queues->wide_channels;  // c is queued there
+      }
+      OutCmd*& wide_slot = ch->wide->slots[c->reliable_seq % kWideUnackedSlots];
+      if (wide_slot == nullptr) {
+        wide_slot = c;
+        return;
+      }
     }
+    unacked.insert(unacked_key(p, c->channel_id, c->reliable_seq), c);
   }
 
   void untrack_unacked(Peer& p, OutCmd* c) {
-    OutCmd** slot = unacked_slot(p, c->command.channel_id, c->reliable_seq);
-    if (slot != nullptr && *slot == c) {
-      *slot = nullptr;
-    } else {
-      unacked.erase(unacked_key(p, c->command.channel_id, c->reliable_seq));
+    if (Channel* ch = unacked_channel(p, c->channel_id)) {
+      OutCmd*& slot = ch->unacked[c->reliable_seq % kChannelUnackedSlots];
+      if (slot == c) {
+        slot = nullptr;
+        return;
+      }
+      if (ch->wide != nullptr) {
+        OutCmd*& wide_slot = ch->wide->slots[c->reliable_seq % kWideUnackedSlots];
+        if (wide_slot == c) {
+          wide_slot = nullptr;
+          return;
+        }
+      }
     }
+    unacked.erase(unacked_key(p, c->channel_id, c->reliable_seq));
   }
 
   OutCmd* find_unacked(const Peer& p, std::uint8_t channel_id, std::uint16_t seq) const {
-    if (OutCmd** slot = unacked_slot(p, channel_id, seq)) {
-      if (*slot != nullptr && (*slot)->reliable_seq == seq) return *slot;
+    if (const Channel* ch = unacked_channel(p, channel_id)) {
+      OutCmd* c = ch->unacked[seq % kChannelUnackedSlots];
+      if (c != nullptr && c->reliable_seq == seq) return c;
+      if (ch->wide != nullptr) {
+        c = ch->wide->slots[seq % kWideUnackedSlots];
+        if (c != nullptr && c->reliable_seq == seq) return c;
+      }
     }
     return unacked.size() != 0 ? unacked.find(unacked_key(p, channel_id, seq)) : nullptr;
   }
@@ -763,7 +841,8 @@ struct HostCore::Impl {
                       std::uint16_t length) {
     PeerQueues& q = queues(p);
     OutCmd* oc = out_pool.get();
-    oc->command = cmd;
+    oc->command = cmd.command;
+    oc->channel_id = cmd.channel_id;
     oc->packet = std::move(packet);
     oc->fragment_offset = offset;
     oc->fragment_length = length;
@@ -791,12 +870,28 @@ struct HostCore::Impl {
         oc->unreliable_seq = ch.out_unreliable_seq;
       }
     }
-    oc->command.reliable_seq = oc->reliable_seq;
     switch (cmd.type()) {
-      case Cmd::send_unreliable: oc->command.unreliable.unreliable_seq = oc->unreliable_seq; break;
-      case Cmd::send_unsequenced:
-        oc->command.unsequenced.unsequenced_group = p.outgoing_unsequenced_group;
+      case Cmd::send_unsequenced: oc->body = p.outgoing_unsequenced_group; break;
+      case Cmd::send_fragment:
+      case Cmd::send_unreliable_fragment: {
+        const SendFragment& f = cmd.fragment;
+        const std::uint32_t full_length =
+            f.fragment_number == 0 ? f.data_length : f.fragment_offset / f.fragment_number;
+        oc->body = std::uint32_t{f.start_seq} | full_length << 16;
         break;
+      }
+      case Cmd::disconnect: oc->body = cmd.disconnect.data; break;
+      case Cmd::connect:
+      case Cmd::verify_connect:
+      case Cmd::bandwidth_limit:
+      case Cmd::throttle_configure: {
+        Command whole = cmd;
+        whole.reliable_seq = oc->reliable_seq;
+        oc->packet = Packet::allocate(command_size(cmd.type()));
+        encode_command(oc->packet.mutable_bytes(), whole);
+        oc->encoded = true;
+        break;
+      }
       default: break;
     }
     if (cmd.needs_ack()) {
@@ -872,10 +967,10 @@ struct HostCore::Impl {
         }
       }
     }
-    const Cmd type = found->command.type();
+    const Cmd type = found->type();
     if (was_sent) {
       q.sent_reliable.remove(found);
-      if (found->packet) {
+      if (found->has_payload()) {
         q.reliable_data_in_transit -= found->fragment_length;
         grow_congestion_window(q, found->fragment_length);
       }
@@ -1992,7 +2087,7 @@ struct HostCore::Impl {
   // `insert_after` (its front when null), so lost commands keep their send order and go out
   // before anything queued later. It stays in the unacked index: a late ack still frees it.
   static void requeue_lost(PeerQueues& q, OutCmd* c, OutCmd* insert_after) {
-    if (c->packet) q.reliable_data_in_transit -= c->fragment_length;
+    if (c->has_payload()) q.reliable_data_in_transit -= c->fragment_length;
     q.sent_reliable.remove(c);
     c->in_sent = false;
     q.outgoing_reliable.insert_after(insert_after, c);
@@ -2049,6 +2144,52 @@ struct HostCore::Impl {
     ++b.commands;
   }
 
+  // The wire command a queued one stands for (see OutCmd).
+  static Command wire_command(const OutCmd& c) {
+    Command cmd;
+    cmd.command = c.command;
+    cmd.channel_id = c.channel_id;
+    cmd.reliable_seq = c.reliable_seq;
+    switch (c.type()) {
+      case Cmd::disconnect: cmd.disconnect.data = c.body; break;
+      case Cmd::send_reliable: cmd.reliable.data_length = c.fragment_length; break;
+      case Cmd::send_unreliable:
+        cmd.unreliable.unreliable_seq = c.unreliable_seq;
+        cmd.unreliable.data_length = c.fragment_length;
+        break;
+      case Cmd::send_unsequenced:
+        cmd.unsequenced.unsequenced_group = static_cast<std::uint16_t>(c.body);
+        cmd.unsequenced.data_length = c.fragment_length;
+        break;
+      case Cmd::send_fragment:
+      case Cmd::send_unreliable_fragment: {
+        const std::uint32_t total = static_cast<std::uint32_t>(c.packet.size());
+        const std::uint32_t full_length = c.body >> 16;
+        cmd.fragment.start_seq = static_cast<std::uint16_t>(c.body);
+        cmd.fragment.data_length = c.fragment_length;
+        cmd.fragment.fragment_count = (total + full_length - 1) / full_length;
+        cmd.fragment.fragment_number = c.fragment_offset / full_length;
+        cmd.fragment.total_length = total;
+        cmd.fragment.fragment_offset = c.fragment_offset;
+        break;
+      }
+      default: break;
+    }
+    return cmd;
+  }
+
+  void put_queued(Build& b, const OutCmd& c) {
+    if (c.encoded) {
+      std::memcpy(b.dg->bytes.data() + b.pos, c.packet.bytes().data(), c.packet.size());
+      b.pos += c.packet.size();
+      ++b.commands;
+      return;
+    }
+    put_command(b, wire_command(c),
+                c.packet ? c.packet.bytes().subspan(c.fragment_offset, c.fragment_length)
+                         : std::span<const std::byte>());
+  }
+
   void write_acks(Peer& p, Build& b) {
     PeerQueues& q = queues(p);
     while (AckChunk* chunk = q.acks.front()) {
@@ -2084,8 +2225,7 @@ struct HostCore::Impl {
   // A reliable command, if the reliable windows and the throttled send window allow it.
   Wrote write_reliable_one(Peer& p, Build& b, OutCmd* c) {
     PeerQueues& q = *p.queues;  // c is queued there
-    Channel* ch =
-        c->command.channel_id < p.channel_count ? channel_if(p, c->command.channel_id) : nullptr;
+    Channel* ch = c->channel_id < p.channel_count ? channel_if(p, c->channel_id) : nullptr;
     const std::uint16_t w = seq_window(c->reliable_seq);
     if (ch != nullptr && c->send_attempts < 1 && c->reliable_seq % kReliableWindowSize == 0) {
       const std::uint32_t span_mask = (1u << (kFreeReliableWindows + 2)) - 1;
@@ -2097,7 +2237,7 @@ struct HostCore::Impl {
         return Wrote::blocked;  // the receiver may still hold the window we would reuse
       }
     }
-    if (c->packet) {
+    if (c->has_payload()) {
       const std::uint32_t window =
           std::min((p.packet_throttle * p.window_size) / kPacketThrottleScale, q.congestion_window);
       if (q.reliable_data_in_transit + c->fragment_length >
@@ -2105,7 +2245,7 @@ struct HostCore::Impl {
         return Wrote::blocked;
       }
     }
-    if (room(b) < command_size(c->command.type()) + c->fragment_length) return Wrote::full;
+    if (room(b) < c->wire_size()) return Wrote::full;
     if (ch != nullptr && c->send_attempts < 1) {
       ch->used_reliable_windows |= static_cast<std::uint16_t>(1u << w);
       ++ch->reliable_windows[w];
@@ -2129,15 +2269,13 @@ struct HostCore::Impl {
     b.sent_time = true;
     q.reliable_data_in_transit += c->fragment_length;
     ++p.packets_sent;
-    put_command(b, c->command,
-                c->packet ? c->packet.bytes().subspan(c->fragment_offset, c->fragment_length)
-                          : std::span<const std::byte>());
+    put_queued(b, *c);
     return Wrote::sent;
   }
 
   Wrote write_unreliable_one(Peer& p, Build& b, OutCmd* c) {
     PeerQueues& q = *p.queues;  // c is queued there
-    if (c->packet && c->fragment_offset == 0) {
+    if (c->has_payload() && c->fragment_offset == 0) {
       p.packet_throttle_counter = static_cast<std::uint8_t>(
           (p.packet_throttle_counter + kPacketThrottleCounter) % kPacketThrottleScale);
       if (p.packet_throttle_counter > p.packet_throttle) {
@@ -2154,11 +2292,9 @@ struct HostCore::Impl {
         return Wrote::dropped;
       }
     }
-    if (room(b) < command_size(c->command.type()) + c->fragment_length) return Wrote::full;
+    if (room(b) < c->wire_size()) return Wrote::full;
     q.outgoing_unreliable.remove(c);
-    put_command(b, c->command,
-                c->packet ? c->packet.bytes().subspan(c->fragment_offset, c->fragment_length)
-                          : std::span<const std::byte>());
+    put_queued(b, *c);
     put_out(q, c);
     return Wrote::sent;
   }
@@ -2167,8 +2303,8 @@ struct HostCore::Impl {
   // must wait for it: an ENet receiver that gets it first holds it and then, releasing a run
   // of reliable messages at once, discards it as late.
   bool waits_for_reliable(const Peer& p, const OutCmd* u) const {
-    if (u->command.channel_id >= p.channel_count || u->command.unsequenced_flag()) return false;
-    const Channel* ch = channel_if(p, u->command.channel_id);  // never null: u was queued on it
+    if (u->channel_id >= p.channel_count || u->unsequenced_flag()) return false;
+    const Channel* ch = channel_if(p, u->channel_id);  // never null: u was queued on it
     const std::uint16_t d = ahead(u->reliable_seq, ch != nullptr ? ch->out_reliable_sent : 0);
     return d != 0 && d < 0x8000;
   }

@@ -1,8 +1,9 @@
 // Finding the command an acknowledgement names: a channel keeps its recent commands in flight
-// in slots by sequence number, and the ones whose slot is taken (a backlog more than the slots
-// deep) go to the host-wide index. Acknowledgements that arrive in any order, for commands in
-// either place, must each free exactly their command, and a command stuck at the front while
-// hundreds behind it are acknowledged must still be found when its own acknowledgement comes.
+// in slots by sequence number (32, then 1,024 wide slots once those collide), and the ones
+// whose slots are both taken (a backlog deeper than that) go to the host-wide index.
+// Acknowledgements that arrive in any order, for commands in any of the three places, must
+// each free exactly their command, and a command stuck at the front while hundreds behind it
+// are acknowledged must still be found when its own acknowledgement comes.
 #include "core_pair.hpp"
 #include "host_core.hpp"
 
@@ -19,7 +20,10 @@ using namespace tern;
 using namespace tern::proto;
 using tern::test::CorePair;
 
-constexpr std::uint32_t kMessages = 300;  // far more in flight than a channel has slots
+// Channel 1 carries two thirds: 1,600 in flight, more than its 32 + 1,024 slots hold. Small
+// messages, so that all of them fit ENet's largest send window (64 KiB) at once.
+constexpr std::uint32_t kMessages = 2400;
+constexpr std::size_t kPayload = 24;
 
 struct Received {
   std::vector<std::uint32_t> on_channel[2];
@@ -39,10 +43,14 @@ std::vector<std::vector<std::byte>> send_burst(CorePair& pair) {
   for (std::uint32_t i = 0; i < kMessages; ++i) {
     const std::uint8_t channel = i % 3 == 0 ? 0 : 1;
     EXPECT_EQ(pair.server.send(pair.server_peer, channel, Delivery::reliable,
-                               tern::test::numbered_payload(i, 40)),
+                               tern::test::numbered_payload(i, kPayload)),
               SendResult::ok);
   }
-  return pair.take_server_output();
+  auto datagrams = pair.take_server_output();
+  PeerStats stats;
+  EXPECT_TRUE(pair.server.peer_stats(pair.server_peer, stats));
+  EXPECT_EQ(stats.reliable_in_transit, kMessages * kPayload);  // all of it in flight at once
+  return datagrams;
 }
 
 void expect_all_in_order(const Received& r) {
