@@ -947,13 +947,18 @@ struct HostCore::Impl {
 
   // enet_protocol_remove_sent_reliable_command
   Cmd remove_sent_reliable(Peer& p, std::uint16_t seq, std::uint8_t channel_id) {
-    if (p.queues == nullptr) return Cmd::none;
-    PeerQueues& q = *p.queues;
     // ENet searches sent_reliable, then the timed-out commands waiting at the front of
     // outgoing_reliable for their resend (they can still be acknowledged): exactly the
     // commands the index holds.
-    OutCmd* found = find_unacked(p, channel_id, seq);
-    if (found == nullptr) return Cmd::none;
+    OutCmd* found = p.queues != nullptr ? find_unacked(p, channel_id, seq) : nullptr;
+    return found != nullptr ? remove_acked(p, found) : Cmd::none;
+  }
+
+  // A command found in the unacked index (so p.queues holds it) leaves it, acknowledged.
+  Cmd remove_acked(Peer& p, OutCmd* found) {
+    PeerQueues& q = *p.queues;
+    const std::uint16_t seq = found->reliable_seq;
+    const std::uint8_t channel_id = found->channel_id;
     untrack_unacked(p, found);
     const bool was_sent = found->in_sent;
     if (channel_id < p.channel_count) {
@@ -1428,21 +1433,27 @@ struct HostCore::Impl {
     }
   }
 
-  // The commands a range names were written a round trip ago; behind a backlog they have left
-  // the cache, and so have the messages they hold. Asking for all of them first lets the
-  // misses overlap, where freeing them one by one would wait out each in turn (two waits per
-  // command: its own line, then its message's reference count).
-  void prefetch_range(const Peer& p, std::uint8_t channel_id, std::uint16_t seq,
-                      std::uint32_t bits) const {
+  // The commands a range names, found before any is freed. Behind a backlog they were written
+  // long ago and have left the cache, and so have the messages they hold: asking for all of
+  // them first lets the misses overlap, where freeing them one by one would wait out each in
+  // turn (two waits per command: its own line, then its message's reference count).
+  std::size_t find_range(const Peer& p, std::uint8_t channel_id, std::uint16_t seq,
+                         std::uint32_t bits, std::array<OutCmd*, kAckRangeSpan>& found) const {
     const Channel* ch = channel_if(p, channel_id);
-    if (ch == nullptr || ch->wide == nullptr) return;  // no backlog: the commands are recent
+    const bool backlog = ch != nullptr && ch->wide != nullptr;  // else the commands are recent
+    if (backlog) {
+      for_each_in_range(seq, bits, [&](std::uint16_t s) {
+        detail::prefetch_line(ch->unacked[s % kChannelUnackedSlots]);
+        detail::prefetch_line(ch->wide->slots[s % kWideUnackedSlots]);
+      });
+    }
+    std::size_t n = 0;
     for_each_in_range(seq, bits, [&](std::uint16_t s) {
-      detail::prefetch_line(ch->unacked[s % kChannelUnackedSlots]);
-      detail::prefetch_line(ch->wide->slots[s % kWideUnackedSlots]);
+      OutCmd* c = p.queues != nullptr ? find_unacked(p, channel_id, s) : nullptr;
+      if (backlog && c != nullptr) c->packet.prefetch();
+      found[n++] = c;
     });
-    for_each_in_range(seq, bits, [&](std::uint16_t s) {
-      if (const OutCmd* c = find_unacked(p, channel_id, s)) c->packet.prefetch();
-    });
+    return n;
   }
 
   // Selective acks (WIRE.md, "Extensions"): one command acknowledges up to 33 commands of one
@@ -1465,11 +1476,16 @@ struct HostCore::Impl {
       return Handled::stop;
     }
     if (!take_rtt_sample(p, cmd.ack_range.received_sent_time)) return Handled::ok;
-    prefetch_range(p, cmd.channel_id, cmd.reliable_seq, cmd.ack_range.bits);
-    for_each_in_range(cmd.reliable_seq, cmd.ack_range.bits, [&](std::uint16_t seq) {
-      if (remove_sent_reliable(p, seq, cmd.channel_id) == Cmd::none)
+    std::array<OutCmd*, kAckRangeSpan> found;
+    const std::size_t n =
+        find_range(p, cmd.channel_id, cmd.reliable_seq, cmd.ack_range.bits, found);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (found[i] == nullptr) {
         counters.drops.add(Drop::unexpected_ack);
-    });
+      } else {
+        remove_acked(p, found[i]);
+      }
+    }
     if (p.state == PeerState::disconnect_later && !p.has_outgoing())
       start_disconnect(p, p.event_data);
     return Handled::ok;
