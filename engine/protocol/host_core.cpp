@@ -2265,6 +2265,9 @@ struct HostCore::Impl {
   // A reliable command, if the reliable windows and the throttled send window allow it.
   Wrote write_reliable_one(Peer& p, Build& b, OutCmd* c) {
     PeerQueues& q = *p.queues;  // c is queued there
+    // Behind a backlog the queue is cold and walking it is a chain of misses: ask for the
+    // next command while this one is written.
+    if (const OutCmd* next = q.outgoing_reliable.next(c)) detail::prefetch_line(next);
     Channel* ch = c->channel_id < p.channel_count ? channel_if(p, c->channel_id) : nullptr;
     const std::uint16_t w = seq_window(c->reliable_seq);
     if (ch != nullptr && c->send_attempts < 1 && c->reliable_seq % kReliableWindowSize == 0) {
@@ -2439,11 +2442,11 @@ struct HostCore::Impl {
     h.sent_time = static_cast<std::uint16_t>(now_ms & 0xFFFF);
     encode_header(std::span<std::byte>(dg.bytes.data() + start, hsize), h, config.checksum);
     const std::size_t total = b.pos - start;
-    if (start != 0) std::memmove(dg.bytes.data(), dg.bytes.data() + start, total);
     if (config.checksum) {
-      write_checksum(std::span<std::byte>(dg.bytes.data(), total), hsize - 4,
+      write_checksum(std::span<std::byte>(dg.bytes.data() + start, total), hsize - 4,
                      p.outgoing_peer_id < kMaxPeerId ? p.connect_id : 0);
     }
+    dg.offset = static_cast<std::uint32_t>(start);
     dg.size = static_cast<std::uint32_t>(total);
     dg.to = p.address;
     count(p, kDatagramsSent, 1);
@@ -2579,6 +2582,7 @@ struct HostCore::Impl {
     while (!farewells.empty() && n < out.size()) {
       const Farewell& f = farewells.back();
       out[n].to = f.to;
+      out[n].offset = 0;
       out[n].size = f.size;
       std::memcpy(out[n].bytes.data(), f.bytes.data(), f.size);
       ++n;

@@ -110,13 +110,16 @@ struct HostCounters {
   DropCounters drops;
 };
 
-// One datagram to transmit, built in place by flush(). The bytes are bytes[0, size); the
-// array is a little longer than the largest MTU because the header is laid down last.
+// One datagram to transmit, built in place by flush(): view() is bytes[offset, offset + size).
+// The commands are written first, after room for the largest header; the header, whose size
+// is known only then, goes right before them, so the datagram starts `offset` bytes in
+// rather than being moved to the front.
 struct OutDatagram {
   Endpoint to;
   std::uint32_t size = 0;
+  std::uint32_t offset = 0;
   alignas(64) std::array<std::byte, kMaxMtu + 8> bytes;
-  std::span<const std::byte> view() const { return {bytes.data(), size}; }
+  std::span<const std::byte> view() const { return {bytes.data() + offset, size}; }
 };
 
 class HostCore {

@@ -22,6 +22,8 @@ class IntrusiveList {
   T* back() const { return head_ != nullptr ? head_->prev_ : nullptr; }
   // The node before `n`, or nullptr at the front.
   T* prev(const T* n) const { return n == head_ ? nullptr : n->prev_; }
+  // The node after `n`, or nullptr at the back.
+  static T* next(const T* n) { return n->next_; }
   std::size_t size() const {
     std::size_t n = 0;
     for (const T* c = head_; c != nullptr; c = c->next_) ++n;

@@ -147,9 +147,7 @@ class Packet {
   ~Packet() { reset(); }
 
   void reset() {
-    if (buf_ != nullptr && buf_->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      detail::release_buffer(buf_);
-    }
+    if (buf_ != nullptr && last_reference()) detail::release_buffer(buf_);
     buf_ = nullptr;
   }
 
@@ -181,6 +179,17 @@ class Packet {
 
  private:
   explicit Packet(detail::PacketBuffer* buf) : buf_(buf) {}
+
+  // True when the reference being dropped was the last one. A sole owner skips the locked
+  // read-modify-write: nobody else holds a reference to copy, so the count cannot rise
+  // under us, and the acquire load orders the other threads' earlier releases before ours
+  // as the decrement would. Most buffers (a received message, the last copy a relay fans
+  // out) die this way.
+  bool last_reference() const {
+    if (buf_->refs.load(std::memory_order_acquire) == 1) return true;
+    return buf_->refs.fetch_sub(1, std::memory_order_acq_rel) == 1;
+  }
+
   detail::PacketBuffer* buf_ = nullptr;
 };
 
