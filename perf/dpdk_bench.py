@@ -2,7 +2,8 @@
 """DPDK (net_memif) against io_uring, side by side in one run, medians of N runs.
 
   sudo perf/dpdk_bench.py [--build build-release] [--runs 3] [--rates 100,150,200,300,400,500,600,700]
-                          [--duration 10] [--skip-testpmd] [--json perf/results/dpdk_bench.json]
+                          [--duration 10] [--skip-testpmd] [--relay-only]
+                          [--client-ack-delay 0|frame|MS] [--json perf/results/dpdk_bench.json]
 
 (a) relay throughput: tern-relay (1 shard, --idle busy) on DPDK net_memif (server role)
     driven by tern-loadgen on DPDK net_memif (client role, one shard), against tern-relay on
@@ -117,6 +118,17 @@ def unlink(path):
 
 # ---- (a) relay throughput ----------------------------------------------------------------------
 
+def client_ack_args(args, rate):
+    """tern-loadgen's --ack-delay-ms for --client-ack-delay: 0 acknowledges at once (ENet's
+    flush after every receive), 'frame' holds acknowledgements for one send interval so they
+    ride with each client's next message, as a game that services its host once a frame."""
+    if args.client_ack_delay == "frame":
+        delay = -(-1000 // rate)  # one send interval, rounded up
+    else:
+        delay = int(args.client_ack_delay)
+    return ["--ack-delay-ms", str(min(delay, 1000))] if delay > 0 else []
+
+
 def relay_case(b, transport, rate, args, n):
     port = 7300 + n % 500
     sock = f"/tmp/tern-dpdk-bench-{os.getpid()}.sock"
@@ -143,7 +155,7 @@ def relay_case(b, transport, rate, args, n):
         r = load([b + "/apps/loadgen/tern-loadgen", "--target", target, "--clients", "1000",
                   "--room-size", "8", "--size", "64", "--delivery", "reliable", "--rate",
                   str(rate), "--duration", str(args.duration), "--warmup", "1", "--idle", "busy",
-                  "--timeout-ms", "15000", "--quiet"] + client, 90)
+                  "--timeout-ms", "15000", "--quiet"] + client + client_ack_args(args, rate), 90)
     finally:
         relay_text = srv.stop()
         unlink(sock)
@@ -336,6 +348,12 @@ def fmt(v, spec):
     return "—" if v is None else format(v, spec)
 
 
+def write_json(path, result):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(result, f, indent=1)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build-release"))
@@ -345,12 +363,20 @@ def main():
     ap.add_argument("--pings", type=int, default=20000)
     ap.add_argument("--testpmd-seconds", type=int, default=5)
     ap.add_argument("--skip-testpmd", action="store_true")
+    ap.add_argument("--relay-only", action="store_true",
+                    help="only (a): no ping-pong, echo or testpmd cases")
+    ap.add_argument("--client-ack-delay", default="0",
+                    help="the relay clients' acknowledgement delay, for every transport alike: "
+                         "ms, or 'frame' (one send interval: acks ride with the next message)")
     ap.add_argument("--json", default=os.path.join(ROOT, "perf/results/dpdk_bench.json"))
     ap.add_argument("--smoke", action="store_true",
                     help="the test suite's short version: one run of every case at a light "
                          "load with the binaries as built; fails unless each one measured "
                          "something and the relays lost nothing")
     args = ap.parse_args()
+    if args.client_ack_delay != "frame" and not args.client_ack_delay.isdigit():
+        ap.error(f"--client-ack-delay: '{args.client_ack_delay}' is neither a number of ms "
+                 "nor 'frame'")
     if os.geteuid() != 0:
         log("needs root (DPDK vdevs)")
         return 77
@@ -364,7 +390,7 @@ def main():
                         "apps/ping/tern-ping", "perf/reference/enet-relay"], check=True,
                        stdout=subprocess.DEVNULL)
     rates = [int(x) for x in args.rates.split(",")]
-    have_testpmd = not args.skip_testpmd and subprocess.run(
+    have_testpmd = not args.skip_testpmd and not args.relay_only and subprocess.run(
         ["which", "dpdk-testpmd"], capture_output=True).returncode == 0
 
     relay = {(t, r): [] for t in RELAYS for r in rates}
@@ -393,6 +419,8 @@ def main():
                 if res:
                     log(f"  relay {t:5} {rate:4} Hz: {res['delivered_per_s']:.0f} copies/s "
                         f"lost={res['lost']} p99={res['p99_us']} us")
+        if args.relay_only:
+            continue
         for t in ("dpdk", "uring"):
             n += 1
             res = ping_case(b, t, args, n)
@@ -414,8 +442,11 @@ def main():
             if res:
                 log(f"  testpmd io: rx {res['rx_mpps']:.3f} Mpps tx {res['tx_mpps']:.3f} Mpps")
 
-    print(f"## (a) tern-relay, 1000 clients, rooms of 8, 64 B reliable, 1 shard; medians of "
-          f"{args.runs}\n")
+    acks = ("clients acknowledge at once" if args.client_ack_delay == "0"
+            else "client acks held one send interval" if args.client_ack_delay == "frame"
+            else f"client acks held {args.client_ack_delay} ms")
+    print(f"## (a) tern-relay, 1000 clients, rooms of 8, 64 B reliable, 1 shard, {acks}; "
+          f"medians of {args.runs}\n")
     print("| rate/client | offered copies/s | DPDK memif delivered/s | lost | runs lossless "
           "| p99 us | tern uring delivered/s | lost | runs lossless | p99 us "
           "| libenet delivered/s | lost | runs lossless | p99 us | DPDK / uring | DPDK / libenet |")
@@ -468,6 +499,10 @@ def main():
           f"{best['uring']:,.0f}, libenet {best['enet']:,.0f} copies/s")
     result["sustained"] = sustained
     result["best"] = best
+    result["client_ack_delay"] = args.client_ack_delay
+    if args.relay_only:
+        write_json(args.json, result)
+        return 0
     print(f"\n## (b) tern-ping ping-pong RTT, 64 B reliable, --idle busy both sides; medians of "
           f"{args.runs}\n")
     print("| transport | p50 us | p99 us |")
@@ -504,9 +539,7 @@ def main():
     print("\n(server capacity = 1 s / its working ns per datagram: the rate one core of the "
           "server would echo if the client, running the same engine on the other core, "
           "kept it busy)")
-    os.makedirs(os.path.dirname(args.json), exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump(result, f, indent=1)
+    write_json(args.json, result)
     if args.smoke:
         os.unlink(args.json)
         missing = [f"relay {t} {r} Hz" for (t, r), rows in relay.items()
