@@ -662,13 +662,13 @@ struct HostCore::Impl {
     out_pool.put(c);
   }
 
-  // System commands (0xFF) have no channel.
-  static Channel* unacked_channel(const Peer& p, std::uint8_t channel_id) {
+  // The channel a command is queued on; null for system commands (0xFF), which have none.
+  static Channel* command_channel(const Peer& p, std::uint8_t channel_id) {
     return channel_id < p.channel_count ? channel_if(p, channel_id) : nullptr;
   }
 
   void track_unacked(Peer& p, OutCmd* c) {
-    if (Channel* ch = unacked_channel(p, c->channel_id)) {
+    if (Channel* ch = command_channel(p, c->channel_id)) {
       OutCmd*& slot = ch->unacked[c->reliable_seq % kChannelUnackedSlots];
       if (slot == nullptr) {
         slot = c;
@@ -688,7 +688,7 @@ struct HostCore::Impl {
   }
 
   void untrack_unacked(Peer& p, OutCmd* c) {
-    if (Channel* ch = unacked_channel(p, c->channel_id)) {
+    if (Channel* ch = command_channel(p, c->channel_id)) {
       OutCmd*& slot = ch->unacked[c->reliable_seq % kChannelUnackedSlots];
       if (slot == c) {
         slot = nullptr;
@@ -706,7 +706,7 @@ struct HostCore::Impl {
   }
 
   OutCmd* find_unacked(const Peer& p, std::uint8_t channel_id, std::uint16_t seq) const {
-    if (const Channel* ch = unacked_channel(p, channel_id)) {
+    if (const Channel* ch = command_channel(p, channel_id)) {
       OutCmd* c = ch->unacked[seq % kChannelUnackedSlots];
       if (c != nullptr && c->reliable_seq == seq) return c;
       if (ch->wide != nullptr) {
@@ -961,15 +961,12 @@ struct HostCore::Impl {
     const std::uint8_t channel_id = found->channel_id;
     untrack_unacked(p, found);
     const bool was_sent = found->in_sent;
-    if (channel_id < p.channel_count) {
-      // Never null: the command was queued on it.
-      if (Channel* ch = channel_if(p, channel_id)) {
-        const std::uint16_t w = seq_window(seq);
-        if (ch->reliable_windows[w] > 0) {
-          --ch->reliable_windows[w];
-          if (ch->reliable_windows[w] == 0)
-            ch->used_reliable_windows &= static_cast<std::uint16_t>(~(1u << w));
-        }
+    if (Channel* ch = command_channel(p, channel_id)) {
+      const std::uint16_t w = seq_window(seq);
+      if (ch->reliable_windows[w] > 0) {
+        --ch->reliable_windows[w];
+        if (ch->reliable_windows[w] == 0)
+          ch->used_reliable_windows &= static_cast<std::uint16_t>(~(1u << w));
       }
     }
     const Cmd type = found->type();
@@ -1449,7 +1446,7 @@ struct HostCore::Impl {
     }
     std::size_t n = 0;
     for_each_in_range(seq, bits, [&](std::uint16_t s) {
-      OutCmd* c = p.queues != nullptr ? find_unacked(p, channel_id, s) : nullptr;
+      OutCmd* c = find_unacked(p, channel_id, s);  // indexed commands are queued: p.queues
       if (backlog && c != nullptr) c->packet.prefetch();
       found[n++] = c;
     });
@@ -2268,7 +2265,7 @@ struct HostCore::Impl {
     // Behind a backlog the queue is cold and walking it is a chain of misses: ask for the
     // next command while this one is written.
     if (const OutCmd* next = q.outgoing_reliable.next(c)) detail::prefetch_line(next);
-    Channel* ch = c->channel_id < p.channel_count ? channel_if(p, c->channel_id) : nullptr;
+    Channel* ch = command_channel(p, c->channel_id);
     const std::uint16_t w = seq_window(c->reliable_seq);
     if (ch != nullptr && c->send_attempts < 1 && c->reliable_seq % kReliableWindowSize == 0) {
       const std::uint32_t span_mask = (1u << (kFreeReliableWindows + 2)) - 1;
