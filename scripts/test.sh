@@ -50,6 +50,7 @@ python3 - "${logs[@]}" <<'PY'
 import json, sys
 
 passed = failed = skipped = 0
+failures = []
 for path in sys.argv[1:]:
   try:
     with open(path) as log:
@@ -57,15 +58,24 @@ for path in sys.argv[1:]:
             line = line.strip()
             if not line:
                 continue
-            result = json.loads(line).get("result", "")
+            entry = json.loads(line)
+            result = entry.get("result", "")
             if result in ("OK", "EXPECTEDFAIL"):
                 passed += 1
             elif result == "SKIP":
                 skipped += 1
             else:  # FAIL, UNEXPECTEDPASS, TIMEOUT, ERROR
                 failed += 1
+                # The build directory tells the sanitizer stages apart.
+                failures.append((f"{path.split('/')[0]}: {entry.get('name', '?')} ({result})",
+                                 (entry.get("stdout") or "").splitlines()[-20:]))
   except FileNotFoundError:
     pass  # no test defined yet: meson writes no log
+# Named again here because a CI log is often read from its tail only.
+for name, tail in failures:
+    print(f"failed: {name}; the end of its output:")
+    for text in tail:
+        print(f"    {text}")
 summary = f"{passed} passed, {failed} failed"
 if skipped:
     summary += f", {skipped} skipped"
