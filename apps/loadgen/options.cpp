@@ -14,7 +14,8 @@ const char* const kUsage =
     "                    [--driver socket|uring|dpdk] [--idle wait|busy] [--timeout-ms T]\n"
     "                    [--ack-delay-ms D] [--checksum] [--selective-acks on|off]\n"
     "                    [--fast-retransmit on|off] [--congestion-window on|off]\n"
-    "                    [--json FILE] [--quiet] [--dpdk-config FILE] [--dpdk-port SPEC]\n"
+    "                    [--min-rto-ms MS] [--json FILE] [--quiet] [--dpdk-config FILE] "
+    "[--dpdk-port SPEC]\n"
     "                    [--dpdk-ip A.B.C.D/NN] ...\n"
     "       tern-loadgen --help\n"
     "\n"
@@ -52,6 +53,8 @@ const char* const kUsage =
     "                      off: ENet's retransmission timeouts only\n"
     "  --congestion-window S  on (default): after a stall, resend an MTU and regrow as acks\n"
     "                      return; off: resend all that timed out at once, as ENet\n"
+    "  --min-rto-ms MS     retransmission timeouts never below MS (0..1000; default 30, so a\n"
+    "                      server's brief stall is not answered with resends; 0: ENet's)\n"
     "  --json FILE         also write the result as a JSON object to FILE\n"
     "  --quiet             no progress line on stderr\n"
     "\n"
@@ -117,6 +120,7 @@ constexpr tern::app::FlagSpec kFlags[] = {
     {"selective-acks", true},
     {"fast-retransmit", true},
     {"congestion-window", true},
+    {"min-rto-ms", true},
 };
 
 constexpr std::uint64_t kDayMs = std::uint64_t{24} * 3600 * 1000;
@@ -278,7 +282,8 @@ bool parse_config(int argc, const char* const* argv, Config& c, std::string& err
         read_uint(cl, "shards", 1, 1024, c.shards, error) &&
         read_uint(cl, "first-room", 0, 0xffffffffu, c.first_room, error) &&
         read_uint(cl, "timeout-ms", 1, kDayMs, c.timeout_ms, error) &&
-        read_uint(cl, "ack-delay-ms", 0, 1000, c.ack_delay_ms, error))) {
+        read_uint(cl, "ack-delay-ms", 0, 1000, c.ack_delay_ms, error) &&
+        read_uint(cl, "min-rto-ms", 0, 1000, c.min_rto_ms, error))) {
     return false;
   }
   const std::uint64_t rooms = (c.clients + c.room_size - 1) / c.room_size;

@@ -47,6 +47,10 @@ struct RelayConfig {
   std::uint32_t ack_delay_ms = 0;  // acks wait this long for a message to ride with
   bool fast_retransmit = true;     // resend what later acks overtook, before its timeout
   bool congestion_window = true;   // after a stall, resend an MTU and regrow as acks return
+  // Retransmission timeouts never shorter than this (HostConfig::min_rto_ms): on a sub-ms
+  // path ENet's are 2-5 ms, so a client's scheduling hiccup had everything in flight to it
+  // resent. 0 = ENet's timeouts as computed.
+  std::uint32_t min_rto_ms = 30;
 
   std::vector<RoomRange> broadcast_rooms;
   std::uint32_t drain_timeout_ms = 5000;

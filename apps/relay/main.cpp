@@ -43,6 +43,7 @@ constexpr const char* kUsage =
     "                  [--broadcast-rooms A-B[,C-D...]] [--rules FILE] [--checksum on|off]\n"
     "                  [--selective-acks on|off] [--ack-delay-ms MS]\n"
     "                  [--fast-retransmit on|off] [--congestion-window on|off]\n"
+    "                  [--min-rto-ms MS]\n"
     "                  [--dpdk-config FILE] [--dpdk-port SPEC] [--dpdk-ip A.B.C.D/NN] ...\n"
     "       tern-relay --help\n"
     "\n"
@@ -71,6 +72,8 @@ constexpr const char* kUsage =
     "                       its timeout (default on; off: ENet's timeouts only)\n"
     "  --congestion-window on|off  after a stall, resend one MTU and regrow as acks return\n"
     "                       (default on; off: resend everything that timed out, as ENet)\n"
+    "  --min-rto-ms MS      retransmission timeouts never below MS (0..1000; default 30, so a\n"
+    "                       client's brief stall is not answered with resends; 0: ENet's)\n"
     "\n"
     "DPDK (--driver dpdk): listen's PORT is the UDP port, the address is the DPDK one; the\n"
     "settings come from the config file's [dpdk] section (keys as config/dpdk-*.toml), then\n"
@@ -98,6 +101,7 @@ constexpr app::FlagSpec kFlags[] = {
     {"dpdk-mac", true},      {"dpdk-mbufs", true},      {"dpdk-huge", false},
     {"dpdk-eal", true},      {"checksum", true},        {"selective-acks", true},
     {"ack-delay-ms", true},  {"fast-retransmit", true}, {"congestion-window", true},
+    {"min-rto-ms", true},
 };
 
 int usage_error(const std::string& why) {
@@ -157,6 +161,11 @@ bool apply_flags(const app::CommandLine& cl, RelayConfig& c, std::string& why) {
     const auto n = app::parse_uint(*v, 0, 1000);
     if (!n) return why = "--ack-delay-ms: must be 0..1000", false;
     c.ack_delay_ms = static_cast<std::uint32_t>(*n);
+  }
+  if (auto v = cl.value("min-rto-ms")) {
+    const auto n = app::parse_uint(*v, 0, 1000);
+    if (!n) return why = "--min-rto-ms: must be 0..1000", false;
+    c.min_rto_ms = static_cast<std::uint32_t>(*n);
   }
   if (auto v = cl.value("broadcast-rooms")) {
     c.broadcast_rooms.clear();

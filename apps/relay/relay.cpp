@@ -131,6 +131,7 @@ Relay::Relay(const RelayConfig& config)
         o.host.ack_delay_ms = config.ack_delay_ms;
         o.host.fast_retransmit = config.fast_retransmit;
         o.host.congestion_window = config.congestion_window;
+        o.host.min_rto_ms = config.min_rto_ms;
         return o;
       }()) {
   const std::size_t n = std::max<std::size_t>(

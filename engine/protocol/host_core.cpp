@@ -2300,7 +2300,10 @@ struct HostCore::Impl {
       count(p, kReliableRetransmits, 1);
     }
     ++c->send_attempts;
-    if (c->rto_ms == 0) c->rto_ms = std::uint32_t{p.rtt} + 4 * std::uint32_t{p.rtt_variance};
+    if (c->rto_ms == 0) {
+      c->rto_ms =
+          std::max(std::uint32_t{p.rtt} + 4 * std::uint32_t{p.rtt_variance}, config.min_rto_ms);
+    }
     if (q.sent_reliable.empty()) q.next_timeout = now_ms + c->rto_ms;
     q.outgoing_reliable.remove(c);
     q.sent_reliable.push_back(c);

@@ -77,6 +77,15 @@ struct HostConfig {
   // receiver's work just as it falls behind, and with the window an ack of the original
   // usually arrives first. false: resend as ENet does.
   bool congestion_window = true;
+  // A floor under the retransmission timeout, ms (sender side only; nothing on the wire
+  // changes). ENet's timeout is RTT + 4 x variance in whole milliseconds, so on a path of
+  // well under a millisecond (loopback, memif, one rack) it is 2-5 ms, and a receiver that
+  // stalls that long (descheduled, or busy with a burst) has everything in flight resent to
+  // it: duplicates to take and acknowledge just as it falls behind. A floor above such
+  // stalls keeps them to the delay they cost. A command that was lost while later ones
+  // arrived is still resent at once by fast_retransmit; the floor delays only a loss at the
+  // tail of a burst. 0: ENet's timeout as computed.
+  std::uint32_t min_rto_ms = 0;
   // Defaults for new connections (ENet's names and values).
   std::uint32_t ping_interval_ms = kPingInterval;
   std::uint32_t timeout_limit = kTimeoutLimit;

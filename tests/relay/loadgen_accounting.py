@@ -84,9 +84,11 @@ check(per_message(held) < 0.9 * per_message(plain),
 # The relay's [protocol] settings, here from its flags (the config keys set the same fields).
 run(["--checksum", "on"], common + ["--delivery", "reliable", "--checksum"], "checksums",
     exact=True)
-# ENet's retransmission timing on both sides (no fast retransmit, no congestion window).
-run(["--fast-retransmit", "off", "--congestion-window", "off"],
-    common + ["--delivery", "reliable", "--fast-retransmit", "off", "--congestion-window", "off"],
+# ENet's retransmission timing on both sides (no fast retransmit, no congestion window, no
+# floor under the timeout).
+run(["--fast-retransmit", "off", "--congestion-window", "off", "--min-rto-ms", "0"],
+    common + ["--delivery", "reliable", "--fast-retransmit", "off", "--congestion-window", "off",
+              "--min-rto-ms", "0"],
     "ENet retransmission timing", exact=True)
 # A relay that holds its acks: still exact.
 run(["--ack-delay-ms", "5"], common + ["--delivery", "reliable"], "relay delays acks",
