@@ -38,8 +38,7 @@ struct Outcome {
 constexpr std::uint32_t kMessages = 200;
 constexpr std::uint32_t kNoLoss = ~std::uint32_t{0};
 
-Outcome run(std::uint32_t min_rto_ms, std::uint32_t stall_ms, std::uint32_t lose,
-            std::uint32_t messages = kMessages) {
+Outcome run(std::uint32_t min_rto_ms, std::uint32_t stall_ms, std::uint32_t lose) {
   CorePair pair(HostConfig{}, with_floor(min_rto_ms));
   pair.handshake(1);
   // Pings settle the RTT estimate at this path's 1 ms.
@@ -56,8 +55,8 @@ Outcome run(std::uint32_t min_rto_ms, std::uint32_t stall_ms, std::uint32_t lose
   };
   std::vector<std::vector<std::byte>> held;
   std::uint32_t stall_left = 0;
-  for (std::uint32_t ms = 0; ms < messages + 3000; ++ms) {
-    if (ms < messages) {
+  for (std::uint32_t ms = 0; ms < kMessages + 3000; ++ms) {
+    if (ms < kMessages) {
       EXPECT_EQ(pair.server.send(pair.server_peer, 0, Delivery::reliable,
                                  tern::test::numbered_payload(ms, 64)),
                 SendResult::ok);
