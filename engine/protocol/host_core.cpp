@@ -2278,8 +2278,11 @@ struct HostCore::Impl {
       }
     }
     if (c->has_payload()) {
-      const std::uint32_t window =
-          std::min((p.packet_throttle * p.window_size) / kPacketThrottleScale, q.congestion_window);
+      const std::uint32_t throttled =
+          config.throttle_reliable_window
+              ? (p.packet_throttle * p.window_size) / kPacketThrottleScale
+              : p.window_size;
+      const std::uint32_t window = std::min(throttled, q.congestion_window);
       if (q.reliable_data_in_transit + c->fragment_length >
           std::max<std::uint32_t>(window, p.mtu)) {
         return Wrote::blocked;

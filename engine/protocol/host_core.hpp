@@ -86,6 +86,16 @@ struct HostConfig {
   // arrived is still resent at once by fast_retransmit; the floor delays only a loss at the
   // tail of a burst. 0: ENet's timeout as computed.
   std::uint32_t min_rto_ms = 0;
+  // ENet's packet throttle scales the reliable send window with it (sender side only; nothing
+  // on the wire changes): each acknowledgement whose RTT exceeds the last interval's lowest by
+  // two variances takes 2/32 off, down to one MTU in flight, and it grows back only on RTTs no
+  // higher than that lowest. Where RTTs rise because the receiver has work queued (a client
+  // that fell behind for a moment, a relay's loaded peer), not because a link is congested,
+  // the window then caps delivery below what is offered (one MTU per RTT), the queue stays
+  // and so do the RTTs: the connection does not recover. false: the reliable window is the
+  // negotiated window (and the congestion window after a stall); the throttle still drops
+  // unreliable messages as in ENet.
+  bool throttle_reliable_window = true;
   // Defaults for new connections (ENet's names and values).
   std::uint32_t ping_interval_ms = kPingInterval;
   std::uint32_t timeout_limit = kTimeoutLimit;
