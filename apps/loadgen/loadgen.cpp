@@ -562,6 +562,7 @@ int run(const Config& config) {
     o.host.fast_retransmit = config.fast_retransmit;
     o.host.congestion_window = config.congestion_window;
     o.host.min_rto_ms = config.min_rto_ms;
+    o.host.throttle_reliable_window = config.throttle_window;
     auto group = std::make_unique<rt::ShardGroup>(o);
     const std::size_t base = g * per_group;
     group->set_event_handler([&lg, base](rt::Shard& shard, tern::Event& ev) {

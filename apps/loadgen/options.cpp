@@ -14,7 +14,8 @@ const char* const kUsage =
     "                    [--driver socket|uring|dpdk] [--idle wait|busy] [--timeout-ms T]\n"
     "                    [--ack-delay-ms D] [--checksum] [--selective-acks on|off]\n"
     "                    [--fast-retransmit on|off] [--congestion-window on|off]\n"
-    "                    [--min-rto-ms MS] [--json FILE] [--quiet]\n"
+    "                    [--min-rto-ms MS] [--throttle-window on|off] [--json FILE]\n"
+    "                    [--quiet]\n"
     "                    [--dpdk-config FILE] [--dpdk-port SPEC] [--dpdk-ip A.B.C.D/NN] ...\n"
     "       tern-loadgen --help\n"
     "\n"
@@ -52,8 +53,10 @@ const char* const kUsage =
     "                      off: ENet's retransmission timeouts only\n"
     "  --congestion-window S  on (default): after a stall, resend an MTU and regrow as acks\n"
     "                      return; off: resend all that timed out at once, as ENet\n"
-    "  --min-rto-ms MS     retransmission timeouts never below MS (0..1000; default 30, so a\n"
-    "                      server's brief stall is not answered with resends; 0: ENet's)\n"
+    "  --min-rto-ms MS     retransmission timeouts never below MS (0..1000; default 200, so a\n"
+    "                      stall of either side is not taken for a dead link; 0: ENet's)\n"
+    "  --throttle-window S off (default): the reliable window stays as RTTs rise; on: ENet's\n"
+    "                      throttle shrinks it too\n"
     "  --json FILE         also write the result as a JSON object to FILE\n"
     "  --quiet             no progress line on stderr\n"
     "\n"
@@ -120,6 +123,7 @@ constexpr tern::app::FlagSpec kFlags[] = {
     {"fast-retransmit", true},
     {"congestion-window", true},
     {"min-rto-ms", true},
+    {"throttle-window", true},
 };
 
 constexpr std::uint64_t kDayMs = std::uint64_t{24} * 3600 * 1000;
@@ -260,7 +264,8 @@ bool parse_config(int argc, const char* const* argv, Config& c, std::string& err
   c.checksum = cl.has("checksum");
   if (!tern::app::read_on_off(cl, "selective-acks", c.selective_acks, error) ||
       !tern::app::read_on_off(cl, "fast-retransmit", c.fast_retransmit, error) ||
-      !tern::app::read_on_off(cl, "congestion-window", c.congestion_window, error)) {
+      !tern::app::read_on_off(cl, "congestion-window", c.congestion_window, error) ||
+      !tern::app::read_on_off(cl, "throttle-window", c.throttle_window, error)) {
     return false;
   }
   if (const auto j = cl.value("json")) {

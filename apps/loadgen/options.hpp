@@ -59,7 +59,8 @@ struct Config {
   bool selective_acks = true;      // HostConfig::selective_acks
   bool fast_retransmit = true;     // HostConfig::fast_retransmit
   bool congestion_window = true;   // HostConfig::congestion_window
-  std::uint32_t min_rto_ms = 30;   // HostConfig::min_rto_ms
+  std::uint32_t min_rto_ms = 200;  // HostConfig::min_rto_ms
+  bool throttle_window = false;    // HostConfig::throttle_reliable_window
   bool quiet = false;
 };
 

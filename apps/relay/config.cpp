@@ -181,7 +181,7 @@ bool load_config_file(const std::string& path, RelayConfig& config, std::string&
   if (const toml::table* t = r.section(root, "protocol")) {
     if (!r.only(*t, "protocol",
                 {"checksum", "selective_acks", "ack_delay_ms", "fast_retransmit",
-                 "congestion_window", "min_rto_ms"})) {
+                 "congestion_window", "min_rto_ms", "throttle_window"})) {
       return false;
     }
     if (!r.boolean(*t, "protocol", "checksum", c.checksum)) return false;
@@ -190,6 +190,7 @@ bool load_config_file(const std::string& path, RelayConfig& config, std::string&
     if (!r.boolean(*t, "protocol", "fast_retransmit", c.fast_retransmit)) return false;
     if (!r.boolean(*t, "protocol", "congestion_window", c.congestion_window)) return false;
     if (!r.integer(*t, "protocol", "min_rto_ms", c.min_rto_ms, 0, 1000)) return false;
+    if (!r.boolean(*t, "protocol", "throttle_window", c.throttle_window)) return false;
   } else if (!error.empty()) {
     return false;
   }

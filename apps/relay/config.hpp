@@ -47,10 +47,16 @@ struct RelayConfig {
   std::uint32_t ack_delay_ms = 0;  // acks wait this long for a message to ride with
   bool fast_retransmit = true;     // resend what later acks overtook, before its timeout
   bool congestion_window = true;   // after a stall, resend an MTU and regrow as acks return
-  // Retransmission timeouts never shorter than this (HostConfig::min_rto_ms): on a sub-ms
-  // path ENet's are 2-5 ms, so a client's scheduling hiccup had everything in flight to it
-  // resent. 0 = ENet's timeouts as computed.
-  std::uint32_t min_rto_ms = 30;
+  // Retransmission timeouts never shorter than this (HostConfig::min_rto_ms). On a sub-ms
+  // path ENet's are 2-5 ms; after a stall of either side, a client's acks wait behind its
+  // messages, each worth a fan-out, tens of ms of the relay's work, and a shorter floor took
+  // every client for stalled and shrank its congestion window: the relay never caught up
+  // (perf/README.md, "Stall recovery"). 0 = ENet's timeouts as computed.
+  std::uint32_t min_rto_ms = 200;
+  // ENet's packet throttle also shrinks the reliable window as RTTs rise
+  // (HostConfig::throttle_reliable_window). Off: a client that fell behind for a moment gets
+  // its copies at full window again instead of one MTU per round trip.
+  bool throttle_window = false;
 
   std::vector<RoomRange> broadcast_rooms;
   std::uint32_t drain_timeout_ms = 5000;

@@ -43,7 +43,7 @@ constexpr const char* kUsage =
     "                  [--broadcast-rooms A-B[,C-D...]] [--rules FILE] [--checksum on|off]\n"
     "                  [--selective-acks on|off] [--ack-delay-ms MS]\n"
     "                  [--fast-retransmit on|off] [--congestion-window on|off]\n"
-    "                  [--min-rto-ms MS]\n"
+    "                  [--min-rto-ms MS] [--throttle-window on|off]\n"
     "                  [--dpdk-config FILE] [--dpdk-port SPEC] [--dpdk-ip A.B.C.D/NN] ...\n"
     "       tern-relay --help\n"
     "\n"
@@ -72,8 +72,10 @@ constexpr const char* kUsage =
     "                       its timeout (default on; off: ENet's timeouts only)\n"
     "  --congestion-window on|off  after a stall, resend one MTU and regrow as acks return\n"
     "                       (default on; off: resend everything that timed out, as ENet)\n"
-    "  --min-rto-ms MS      retransmission timeouts never below MS (0..1000; default 30, so a\n"
-    "                       client's brief stall is not answered with resends; 0: ENet's)\n"
+    "  --min-rto-ms MS      retransmission timeouts never below MS (0..1000; default 200, so\n"
+    "                       a stall of either side is not taken for a dead link; 0: ENet's)\n"
+    "  --throttle-window on|off  ENet's throttle also shrinks the reliable window as RTTs\n"
+    "                       rise (default off: a client that fell behind gets full windows)\n"
     "\n"
     "DPDK (--driver dpdk): listen's PORT is the UDP port, the address is the DPDK one; the\n"
     "settings come from the config file's [dpdk] section (keys as config/dpdk-*.toml), then\n"
@@ -101,7 +103,7 @@ constexpr app::FlagSpec kFlags[] = {
     {"dpdk-mac", true},      {"dpdk-mbufs", true},      {"dpdk-huge", false},
     {"dpdk-eal", true},      {"checksum", true},        {"selective-acks", true},
     {"ack-delay-ms", true},  {"fast-retransmit", true}, {"congestion-window", true},
-    {"min-rto-ms", true},
+    {"min-rto-ms", true},    {"throttle-window", true},
 };
 
 int usage_error(const std::string& why) {
@@ -134,7 +136,8 @@ bool apply_flags(const app::CommandLine& cl, RelayConfig& c, std::string& why) {
   for (auto [flag, out] : {std::pair{"pin", &c.pin}, std::pair{"checksum", &c.checksum},
                            std::pair{"selective-acks", &c.selective_acks},
                            std::pair{"fast-retransmit", &c.fast_retransmit},
-                           std::pair{"congestion-window", &c.congestion_window}}) {
+                           std::pair{"congestion-window", &c.congestion_window},
+                           std::pair{"throttle-window", &c.throttle_window}}) {
     if (auto v = cl.value(flag)) {
       const auto on = app::parse_on_off(*v);
       if (!on) return why = "--" + std::string(flag) + ": on or off", false;

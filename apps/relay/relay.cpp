@@ -132,6 +132,7 @@ Relay::Relay(const RelayConfig& config)
         o.host.fast_retransmit = config.fast_retransmit;
         o.host.congestion_window = config.congestion_window;
         o.host.min_rto_ms = config.min_rto_ms;
+        o.host.throttle_reliable_window = config.throttle_window;
         return o;
       }()) {
   const std::size_t n = std::max<std::size_t>(

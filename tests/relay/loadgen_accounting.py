@@ -63,6 +63,12 @@ def run(relay_args, loadgen_args, what, exact):
     return stopped
 
 
+# A bad flag value: exit 2, naming the flag and the value, with the usage.
+r = subprocess.run([LOADGEN, "--target", "127.0.0.1:1", "--throttle-window", "yes"],
+                   capture_output=True, text=True, timeout=10)
+check(r.returncode == 2 and "--throttle-window wants on or off, got 'yes'" in r.stderr
+      and "usage: tern-loadgen" in r.stderr, "bad --throttle-window value: exit 2 and usage")
+
 common = ["--clients", "400", "--room-size", "8", "--rate", "20", "--duration", "2",
           "--warmup", "1", "--sources", "127.0.0.0/27", "--channels", "3"]
 plain = run([], common + ["--delivery", "reliable"], "reliable rooms", exact=True)
@@ -84,11 +90,11 @@ check(per_message(held) < 0.9 * per_message(plain),
 # The relay's [protocol] settings, here from its flags (the config keys set the same fields).
 run(["--checksum", "on"], common + ["--delivery", "reliable", "--checksum"], "checksums",
     exact=True)
-# ENet's retransmission timing on both sides (no fast retransmit, no congestion window, no
-# floor under the timeout).
-run(["--fast-retransmit", "off", "--congestion-window", "off", "--min-rto-ms", "0"],
-    common + ["--delivery", "reliable", "--fast-retransmit", "off", "--congestion-window", "off",
-              "--min-rto-ms", "0"],
+# ENet's retransmission timing and windows on both sides (no fast retransmit, no congestion
+# window, no floor under the timeout, the throttle shrinking the reliable window).
+enet_timing = ["--fast-retransmit", "off", "--congestion-window", "off", "--min-rto-ms", "0",
+               "--throttle-window", "on"]
+run(enet_timing, common + ["--delivery", "reliable"] + enet_timing,
     "ENet retransmission timing", exact=True)
 # A relay that holds its acks: still exact.
 run(["--ack-delay-ms", "5"], common + ["--delivery", "reliable"], "relay delays acks",

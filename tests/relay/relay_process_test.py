@@ -38,6 +38,9 @@ check(r.returncode == 2 and "--selective-acks: on or off" in r.stderr,
 r = run(["--congestion-window", "1"])
 check(r.returncode == 2 and "--congestion-window: on or off" in r.stderr,
       "bad --congestion-window value: exit 2 naming the flag")
+r = run(["--throttle-window", "yes"])
+check(r.returncode == 2 and "--throttle-window: on or off" in r.stderr,
+      "bad --throttle-window value: exit 2 naming the flag")
 r = run(["--ack-delay-ms", "1001"])
 check(r.returncode == 2 and "--ack-delay-ms: must be 0..1000" in r.stderr,
       "--ack-delay-ms out of range: exit 2 naming the flag")
@@ -67,6 +70,8 @@ with tempfile.TemporaryDirectory() as d:
                "ack_delay_ms out of range")
     bad_config("[protocol]\nchecksum = 1\n", ["protocol.checksum", "true or false"],
                "checksum not a boolean")
+    bad_config("[protocol]\nthrottle_window = 0\n", ["protocol.throttle_window", "true or false"],
+               "throttle_window not a boolean")
     bad_config("[protocol]\nfast_retransmit = \"yes\"\n", ["protocol.fast_retransmit", "true or false"],
                "fast_retransmit not a boolean")
     bad_config("[protocol]\nselective_ack = false\n", ["protocol.selective_ack", "unknown key"],
