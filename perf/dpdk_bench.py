@@ -129,18 +129,17 @@ def client_ack_args(args, rate):
     return ["--ack-delay-ms", str(min(delay, 1000))] if delay > 0 else []
 
 
-def relay_case(b, transport, rate, args, n):
-    port = 7300 + n % 500
-    sock = f"/tmp/tern-dpdk-bench-{os.getpid()}.sock"
-    unlink(sock)
+def relay_commands(b, transport, port, sock, rate, duration, subnet="10.215.0"):
+    """The (a) case's relay and load generator command lines (the memif pair at `sock`, on
+    `subnet`.1 and .2, for "dpdk"); callers add their own flags to either."""
     common = ["--shards", "1", "--idle", "busy", "--pin", "off", "--peers", "4096"]
     if transport == "dpdk":
         relay = [b + "/apps/relay/tern-relay", "--listen", f"0.0.0.0:{port}", "--driver", "dpdk",
                  "--dpdk-port", f"net_memif0,role=server,socket={sock}",
-                 "--dpdk-ip", "10.215.0.1/24", "--dpdk-mbufs", "16383"] + common
-        target = f"10.215.0.1:{port}"
+                 "--dpdk-ip", f"{subnet}.1/24", "--dpdk-mbufs", "16383"] + common
+        target = f"{subnet}.1:{port}"
         client = ["--driver", "dpdk", "--dpdk-port", f"net_memif0,role=client,socket={sock}",
-                  "--dpdk-ip", "10.215.0.2/24", "--dpdk-mbufs", "16383"]
+                  "--dpdk-ip", f"{subnet}.2/24", "--dpdk-mbufs", "16383"]
     elif transport == "uring":
         relay = [b + "/apps/relay/tern-relay", "--listen", f"127.0.0.1:{port}", "--driver",
                  "uring"] + common
@@ -150,12 +149,21 @@ def relay_case(b, transport, rate, args, n):
         relay = [b + "/perf/reference/enet-relay", "--listen", f"127.0.0.1:{port}", "--quiet"]
         target = f"127.0.0.1:{port}"
         client = ["--driver", "socket"]
+    loadgen = [b + "/apps/loadgen/tern-loadgen", "--target", target, "--clients", "1000",
+               "--room-size", "8", "--size", "64", "--delivery", "reliable", "--rate", str(rate),
+               "--duration", str(duration), "--warmup", "1", "--idle", "busy", "--timeout-ms",
+               "15000"] + client
+    return relay, loadgen
+
+
+def relay_case(b, transport, rate, args, n):
+    port = 7300 + n % 500
+    sock = f"/tmp/tern-dpdk-bench-{os.getpid()}.sock"
+    unlink(sock)
+    relay, loadgen = relay_commands(b, transport, port, sock, rate, args.duration)
     srv = Server(relay, "relaying", f"relay-{transport}")
     try:
-        r = load([b + "/apps/loadgen/tern-loadgen", "--target", target, "--clients", "1000",
-                  "--room-size", "8", "--size", "64", "--delivery", "reliable", "--rate",
-                  str(rate), "--duration", str(args.duration), "--warmup", "1", "--idle", "busy",
-                  "--timeout-ms", "15000", "--quiet"] + client + client_ack_args(args, rate), 90)
+        r = load(loadgen + ["--quiet"] + client_ack_args(args, rate), 90)
     finally:
         relay_text = srv.stop()
         unlink(sock)

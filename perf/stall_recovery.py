@@ -15,8 +15,9 @@ was under 50 ms; its loss (copies never delivered) and p50/p99 over the whole ru
 reported as well.
 
 Each variant is a set of flags given to both tern-relay and tern-loadgen, or, after a
-'relay:' or 'loadgen:' token, to that program only; the runs alternate the variants. The defaults compare Tern's settings with ENet's windows and a 30 ms floor
-under the retransmission timeout (the relay's defaults before 2026-11-25). Needs root.
+'relay:' or 'loadgen:' token, to that program only; the runs alternate the variants. The
+defaults compare Tern's settings with ENet's windows and a 30 ms floor under the
+retransmission timeout (the relay's defaults before 2026-11-25). Needs root.
 """
 
 import argparse
@@ -30,7 +31,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import dpdk_bench  # noqa: E402  (Server, load, kv, line_with, unlink)
+import dpdk_bench  # noqa: E402  (relay_commands, Server, load, kv, line_with, unlink)
 
 DEFAULT_VARIANTS = [
     "tern=",
@@ -81,16 +82,10 @@ def run_case(b, args, flags, n):
     port = 7600 + n % 200
     sock = f"/tmp/tern-stall-recovery-{os.getpid()}.sock"
     dpdk_bench.unlink(sock)
-    common = ["--shards", "1", "--idle", "busy", "--pin", "off", "--peers", "4096"]
-    relay = [b + "/apps/relay/tern-relay", "--listen", f"0.0.0.0:{port}", "--driver", "dpdk",
-             "--dpdk-port", f"net_memif0,role=server,socket={sock}", "--dpdk-ip",
-             "10.218.0.1/24", "--dpdk-mbufs", "16383"] + common + relay_flags
-    loadgen = [b + "/apps/loadgen/tern-loadgen", "--target", f"10.218.0.1:{port}", "--clients",
-               "1000", "--room-size", "8", "--size", "64", "--delivery", "reliable", "--rate",
-               str(args.rate), "--duration", str(args.duration), "--warmup", "1", "--idle",
-               "busy", "--timeout-ms", "15000", "--driver", "dpdk", "--dpdk-port",
-               f"net_memif0,role=client,socket={sock}", "--dpdk-ip", "10.218.0.2/24",
-               "--dpdk-mbufs", "16383"] + loadgen_flags
+    relay, loadgen = dpdk_bench.relay_commands(b, "dpdk", port, sock, args.rate, args.duration,
+                                               subnet="10.218.0")
+    relay += relay_flags
+    loadgen += loadgen_flags
     srv = dpdk_bench.Server(relay, "relaying", "stall-relay")
     stop = threading.Event()
     # The load generator connects its clients in about a second; the stalls start two
@@ -151,7 +146,6 @@ def main():
         return 77
     if args.smoke:
         args.rate, args.duration, args.stall_ms, args.stalls, args.runs = 50, 3, 50, 1, 1
-        args.json = f"/tmp/tern-stall-recovery-smoke-{os.getpid()}.json"
     variants = []
     for text in args.variant or DEFAULT_VARIANTS:
         name, sep, flags = text.partition("=")
@@ -185,15 +179,14 @@ def main():
               f"| {sum(r['recovered'] for r in got)}/{len(rows[name])} "
               f"| {sum(r['lost'] == 0 for r in got)}/{len(rows[name])} | {med('p50_us')} "
               f"| {med('p99_us')} | {med('relay_retransmits')} |")
+    if args.smoke:
+        missing = [name for name, got in rows.items() if not all(got)]
+        print(f"\nsmoke: {'FAILED: ' + ', '.join(missing) if missing else 'every run measured'}")
+        return 1 if missing else 0
     os.makedirs(os.path.dirname(args.json), exist_ok=True)
     with open(args.json, "w") as f:
         json.dump({"settings": vars(args), "variants": dict(variants), "runs": rows}, f,
                   indent=1)
-    if args.smoke:
-        os.unlink(args.json)
-        missing = [name for name, got in rows.items() if not all(got)]
-        print(f"\nsmoke: {'FAILED: ' + ', '.join(missing) if missing else 'every run measured'}")
-        return 1 if missing else 0
     return 0
 
 
