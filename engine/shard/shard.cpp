@@ -1,5 +1,6 @@
 // The shard poll loop and the group that starts, feeds and stops the shards.
 #include "shard.hpp"
+#include "fast_clock.hpp"
 #include "mix.hpp"
 
 #include "driver.hpp"
@@ -38,15 +39,7 @@ constexpr std::size_t kMaxRxBurstsPerIteration = 8;
 constexpr std::uint64_t kNever = std::numeric_limits<std::uint64_t>::max();
 
 std::uint64_t steady_now_us() {
-  // SteadyClock::now_us is virtual only to let simulations substitute time; a shard always
-  // runs on real time, so it asks the standard clock directly.
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
-                                        std::chrono::steady_clock::now().time_since_epoch())
-                                        .count());
-}
-
-std::uint64_t steady_now_ns() {
-  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                         std::chrono::steady_clock::now().time_since_epoch())
                                         .count());
 }
@@ -159,8 +152,8 @@ Shard::~Shard() {
 std::uint64_t Shard::now_us() const { return now_; }
 
 std::uint64_t Shard::delivery_time_ns() {
-  if (!delivering_) return steady_now_ns();
-  if (delivery_ns_ == 0) delivery_ns_ = steady_now_ns();
+  if (!delivering_) return clock_.now_ns();
+  if (delivery_ns_ == 0) delivery_ns_ = clock_.now_ns();
   return delivery_ns_;
 }
 
@@ -235,7 +228,7 @@ void Shard::run_with(D& driver) {
   }
   // What the last iteration queued (the final acks of the disconnect handshakes) still goes
   // out; after this the socket closes.
-  now_ = steady_now_us();
+  now_ = clock_.now_us();
   transmit(driver);
   driver.refresh_stats();
   publish_counters(driver);
@@ -247,9 +240,10 @@ void Shard::run_with(D& driver) {
 template <class D>
 void Shard::poll_once(D& driver) {
   // A busy-polling shard goes round millions of times a second and each clock read costs
-  // ~20 ns, so the clock is read where time can have moved: an iteration that did not sleep
+  // ~9 ns (FastClock; ~21 ns through clock_gettime), so the clock is read where time can have
+  // moved: an iteration that did not sleep
   // starts when the previous one ended, and one in which no callback ran keeps its start time.
-  now_ = resume_at_us_ != 0 ? resume_at_us_ : steady_now_us();
+  now_ = resume_at_us_ != 0 ? resume_at_us_ : clock_.now_us();
   const std::uint64_t started = now_;
   const std::uint64_t work_before = posted_run_ + cross_received_;
   driver.set_time(now_);
@@ -259,12 +253,12 @@ void Shard::poll_once(D& driver) {
   drain_posted();                               // 7: work from other threads
   busy = drain_cross() || busy;                 //    and from other shards
   if (busy || delivered || posted_run_ + cross_received_ != work_before)
-    now_ = steady_now_us();  // the callbacks may have taken a while
+    now_ = clock_.now_us();  // the callbacks may have taken a while
   driver.set_time(now_);
   transmit(driver);  // 8-10: timers, datagrams, tx_burst
   wake_touched();    // shards we sent to this iteration
   ++iterations_;
-  const std::uint64_t ended = steady_now_us();
+  const std::uint64_t ended = clock_.now_us();
   const std::uint64_t took = ended - started;
   const std::size_t bucket =
       took <= 1 ? 0 : std::min<std::size_t>(std::bit_width(took - 1), kLoopTimeBuckets - 1);
@@ -441,7 +435,7 @@ bool Shard::idle(D& driver, bool busy) {
   if (busy) return false;
   if (posted_pending_.load(std::memory_order_relaxed)) return false;
   if (stop_requested_.load(std::memory_order_relaxed) && !stopping_) return false;
-  const std::uint64_t now = steady_now_us();
+  const std::uint64_t now = clock_.now_us();
   const std::uint64_t deadline = core_.next_deadline_us();
   if (deadline <= now) return false;
   const auto cap = static_cast<std::uint64_t>(std::max<std::int64_t>(options_.max_wait.count(), 0));
@@ -515,7 +509,7 @@ void Shard::publish_counters(const D& driver) {
 void Shard::begin_graceful_stop() {
   stopping_ = true;
   const std::int64_t graceful = std::max<std::int64_t>(graceful_us_.load(), 0);
-  stop_deadline_ = steady_now_us() + static_cast<std::uint64_t>(graceful);
+  stop_deadline_ = clock_.now_us() + static_cast<std::uint64_t>(graceful);
   for (PeerHandle& p : peers_by_slot_) {
     if (!p.valid()) continue;
     core_.disconnect(p, 0);
