@@ -387,13 +387,13 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
           return;
         }
       }
-      for (const PeerHandle& to : room.local) {
-        if (to == ev.peer) continue;
-        if (s.core().send(to, ev.channel, ev.delivery, ev.packet) == SendResult::ok) {
-          ++copies;
-        } else {
-          drop(RelayDrop::send_failed);
-        }
+      // One reference-count add for the room's copies, not one per copy.
+      const auto others = static_cast<std::size_t>(
+          std::count_if(room.local.begin(), room.local.end(),
+                        [&](const PeerHandle& to) { return to != ev.peer; }));
+      copies = s.core().send_many(room.local, ev.channel, ev.delivery, ev.packet, ev.peer);
+      if (copies != others) {
+        bump(stats.drops[static_cast<std::size_t>(RelayDrop::send_failed)], others - copies);
       }
       for (std::size_t t = 0; t < st.shard_count; ++t) {
         if (t == me || room.on_shard[t] == 0) continue;
@@ -450,13 +450,10 @@ void Relay::on_message(rt::Shard& s, rt::ShardMessage& m) {
     case kFanout: {
       auto it = st.rooms.find(room_id);
       if (it == st.rooms.end()) return;
-      std::uint64_t copies = 0;
-      for (const PeerHandle& to : it->second.local) {
-        if (s.core().send(to, m.channel, m.delivery, m.packet) == SendResult::ok) {
-          ++copies;
-        } else {
-          bump(stats.drops[static_cast<std::size_t>(RelayDrop::send_failed)]);
-        }
+      const std::vector<PeerHandle>& local = it->second.local;
+      const std::size_t copies = s.core().send_many(local, m.channel, m.delivery, m.packet);
+      if (copies != local.size()) {
+        bump(stats.drops[static_cast<std::size_t>(RelayDrop::send_failed)], local.size() - copies);
       }
       bump(stats.copies_out, copies);
       return;

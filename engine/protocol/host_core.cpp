@@ -2671,6 +2671,19 @@ SendResult HostCore::send(PeerHandle peer, std::uint8_t channel, Delivery delive
   return impl_->send(peer, channel, delivery, Packet::copy_of(payload));
 }
 
+std::size_t HostCore::send_many(std::span<const PeerHandle> peers, std::uint8_t channel,
+                                Delivery delivery, const Packet& payload, PeerHandle skip) {
+  std::uint32_t n = 0;
+  for (const PeerHandle& to : peers) n += to == skip ? 0 : 1;
+  Packet::Shares shares(payload, n);
+  std::size_t accepted = 0;
+  for (const PeerHandle& to : peers) {
+    if (to == skip) continue;
+    if (impl_->send(to, channel, delivery, shares.take()) == SendResult::ok) ++accepted;
+  }
+  return accepted;
+}
+
 void HostCore::disconnect(PeerHandle peer, std::uint32_t data) {
   if (Peer* p = impl_->find(peer)) impl_->start_disconnect(*p, data);
 }

@@ -161,6 +161,11 @@ class HostCore {
   SendResult send(PeerHandle peer, std::uint8_t channel, Delivery delivery, Packet payload);
   SendResult send(PeerHandle peer, std::uint8_t channel, Delivery delivery,
                   std::span<const std::byte> payload);
+  // One message to each of `peers` except `skip` (a relay's fan-out, the sender skipped): the
+  // same as send() to each in turn, but the payload's reference count rises once for all of
+  // them. Returns how many accepted it.
+  std::size_t send_many(std::span<const PeerHandle> peers, std::uint8_t channel, Delivery delivery,
+                        const Packet& payload, PeerHandle skip = {});
   // Graceful: queued data is discarded, a reliable disconnect is sent, and a disconnect event
   // (reason local) follows the acknowledgement or a timeout.
   void disconnect(PeerHandle peer, std::uint32_t data);

@@ -301,9 +301,9 @@ struct FanoutRig {
         } else if (ev.type == EventType::receive) {
           const std::size_t sender = client_of_slot[ev.peer.slot];
           const std::size_t first = sender - sender % room_size;
-          for (std::size_t m = first; m < first + room_size && m < clients; ++m) {
-            if (m != sender) server->send(server_peer[m], 0, Delivery::reliable, ev.packet);
-          }
+          const std::size_t members = std::min(room_size, clients - first);
+          server->send_many(std::span<const PeerHandle>(server_peer.data() + first, members), 0,
+                            Delivery::reliable, ev.packet, server_peer[sender]);
         }
       }
     }
