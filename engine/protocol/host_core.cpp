@@ -111,6 +111,57 @@ struct AckChunk {
   std::array<PendingAck, kCapacity> acks;
 };
 
+// Message references the core lets go of (acknowledged or dropped commands), held until
+// flush() and dropped several at a time: a relay's copies of one message to different members
+// are acknowledged within the same few receive bursts, and dropping each alone costs a locked
+// subtract on a line that has usually left the cache. A direct-mapped table: a buffer already
+// in its slot gains a count, any other evicts it (dropping what it holds).
+class ReleaseBatch {
+ public:
+  static constexpr std::size_t kSlots = 256;
+
+  ReleaseBatch() = default;
+  ReleaseBatch(const ReleaseBatch&) = delete;
+  ReleaseBatch& operator=(const ReleaseBatch&) = delete;
+  ~ReleaseBatch() { flush(); }
+
+  void add(detail::PacketBuffer* raw) {
+    // Buffers are 64-byte aligned: the bits above the alignment spread them over the slots.
+    const std::size_t i = (reinterpret_cast<std::uintptr_t>(raw) >> 6) % kSlots;
+    Slot& s = slots_[i];
+    if (s.raw == raw) {
+      ++s.count;
+      return;
+    }
+    if (s.raw != nullptr) {
+      Packet::release_raw(s.raw, s.count);
+    } else {
+      used_[used_n_++] = static_cast<std::uint16_t>(i);
+    }
+    s.raw = raw;
+    s.count = 1;
+  }
+
+  void flush() {
+    for (std::size_t k = 0; k < used_n_; ++k) {
+      Slot& s = slots_[used_[k]];
+      Packet::release_raw(s.raw, s.count);
+      s.raw = nullptr;
+      s.count = 0;
+    }
+    used_n_ = 0;
+  }
+
+ private:
+  struct Slot {
+    detail::PacketBuffer* raw = nullptr;
+    std::uint32_t count = 0;
+  };
+  std::array<Slot, kSlots> slots_{};
+  std::array<std::uint16_t, kSlots> used_{};  // occupied slots, so flush() visits only those
+  std::size_t used_n_ = 0;
+};
+
 // A channel's commands in flight, by reliable sequence number modulo this many: the slot an
 // acknowledgement names is next to the ones its predecessors named, so it is usually in cache,
 // where a host-wide hash scatters them. A command whose slot is taken (more than this many
@@ -375,6 +426,7 @@ struct HostCore::Impl {
   std::uint64_t random_state;
   std::uint64_t now_ms = 0;
   Pool<OutCmd> out_pool;
+  ReleaseBatch releases;  // references put_out() let go of, dropped at the next flush()
   // Reliable commands transmitted at least once and not yet acknowledged (on sent_reliable,
   // or back on outgoing_reliable for a resend) are indexed, so an acknowledgement finds its
   // command without walking the list: in their channel's slots (Channel::unacked, then
@@ -404,6 +456,7 @@ struct HostCore::Impl {
 
   ~Impl() {
     for (std::uint32_t i = 0; i < slots.size(); ++i) release_blocks(slots[i]);
+    releases.flush();
   }
 
   std::uint32_t random_u32() {
@@ -659,6 +712,7 @@ struct HostCore::Impl {
   // Every OutCmd goes back through here, so PeerQueues::queued_bytes stays exact.
   void put_out(PeerQueues& q, OutCmd* c) {
     q.queued_bytes -= c->fragment_length;
+    if (c->packet) releases.add(std::move(c->packet).into_raw());
     out_pool.put(c);
   }
 
@@ -2581,6 +2635,7 @@ struct HostCore::Impl {
 
   std::size_t flush(std::uint64_t now_us, std::span<OutDatagram> out) {
     now_ms = now_us / 1000;
+    releases.flush();
     std::size_t n = 0;
     while (!farewells.empty() && n < out.size()) {
       const Farewell& f = farewells.back();

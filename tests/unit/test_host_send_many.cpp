@@ -1,7 +1,8 @@
 // HostCore::send_many and Packet::Shares, the fan-out's one reference-count add: every peer
 // but the skipped one gets the message, exactly once and intact; refused peers are not
 // counted; and the packet's reference count is back where it started once every copy is
-// acknowledged, whether the shares were all taken or not.
+// acknowledged (the core drops the references of acknowledged copies together, at its next
+// flush), whether the shares were all taken or not.
 #include "core_pair.hpp"
 #include "host_core.hpp"
 
@@ -44,6 +45,20 @@ TEST(PacketShares, TakesAndReturnsReferencesInOneStep) {
   Packet::Shares of_nothing(Packet{}, 5);
   EXPECT_EQ(of_nothing.left(), 0u);
   EXPECT_FALSE(of_nothing.take());
+}
+
+TEST(PacketShares, ReleaseRawDropsSeveralReferencesAndFreesOnTheLast) {
+  const std::size_t live_before = Packet::thread_live_bytes();
+  Packet p = Packet::copy_of(tern::test::numbered_payload(3, 64));
+  Packet::Shares shares(p, 4);
+  detail::PacketBuffer* raw = shares.take().into_raw();
+  for (int i = 0; i < 3; ++i) (void)shares.take().into_raw();  // the same buffer each time
+  ASSERT_EQ(p.use_count(), 5u);
+  Packet::release_raw(raw, 3);
+  EXPECT_EQ(p.use_count(), 2u);
+  (void)std::move(p).into_raw();
+  Packet::release_raw(raw, 2);  // the last two: the buffer goes back
+  EXPECT_EQ(Packet::thread_live_bytes(), live_before);
 }
 
 // One client core holding several connections to the server core (as a load generator does).

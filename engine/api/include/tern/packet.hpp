@@ -208,6 +208,17 @@ class Packet {
   // this packet's reference as a bare pointer, from_raw() takes it back exactly once.
   detail::PacketBuffer* into_raw() && { return std::exchange(buf_, nullptr); }
   static Packet from_raw(detail::PacketBuffer* raw) { return Packet(raw); }
+  // Drops n references given up with into_raw() in one step (one locked subtract, or none
+  // when they are the last): for code that collects the references it lets go of and finds
+  // several to the same buffer, as a relay does when the copies of one message are
+  // acknowledged.
+  static void release_raw(detail::PacketBuffer* raw, std::uint32_t n) {
+    if (raw == nullptr || n == 0) return;
+    if (raw->refs.load(std::memory_order_acquire) == n ||
+        raw->refs.fetch_sub(n, std::memory_order_acq_rel) == n) {
+      detail::release_buffer(raw);
+    }
+  }
 
  private:
   explicit Packet(detail::PacketBuffer* buf) : buf_(buf) {}
