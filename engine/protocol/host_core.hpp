@@ -157,7 +157,9 @@ class HostCore {
   PeerHandle connect(std::uint64_t now_us, const Endpoint& to, std::size_t channel_count,
                      std::uint32_t data);
   // Queues a message. Messages above the MTU are fragmented (reliable fragments for reliable
-  // and unsequenced, unreliable fragments for unreliable delivery).
+  // and unsequenced, unreliable fragments for unreliable delivery). The core holds a reference
+  // to the payload until the message is acknowledged (or dropped) and lets go of it at its
+  // next flush(), together with the other references it let go of meanwhile.
   SendResult send(PeerHandle peer, std::uint8_t channel, Delivery delivery, Packet payload);
   SendResult send(PeerHandle peer, std::uint8_t channel, Delivery delivery,
                   std::span<const std::byte> payload);
