@@ -43,7 +43,9 @@ class FastClock {
 
   explicit FastClock(Source source = Source::automatic)
       : use_tsc_(source == Source::automatic && tsc_usable()) {
+#if TERN_FAST_CLOCK_HAVE_TSC
     if (use_tsc_) anchor();
+#endif
   }
 
   std::uint64_t now_ns() {
