@@ -1,6 +1,5 @@
 // The shard poll loop and the group that starts, feeds and stops the shards.
 #include "shard.hpp"
-#include "fast_clock.hpp"
 #include "mix.hpp"
 
 #include "driver.hpp"
@@ -38,18 +37,12 @@ constexpr std::size_t kBatch = 64;
 constexpr std::size_t kMaxRxBurstsPerIteration = 8;
 constexpr std::uint64_t kNever = std::numeric_limits<std::uint64_t>::max();
 
-std::uint64_t steady_now_us() {
-  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
-                                        std::chrono::steady_clock::now().time_since_epoch())
-                                        .count());
-}
-
 using base::mix64;
 
 // Shards started together must not hand out the same connect IDs.
 proto::HostConfig shard_config(const ShardGroupOptions& o, std::size_t index) {
   proto::HostConfig c = o.host;
-  const std::uint64_t seed = mix64(c.random_seed ^ mix64(index + 1) ^ steady_now_us());
+  const std::uint64_t seed = mix64(c.random_seed ^ mix64(index + 1) ^ base::FastClock::steady_ns());
   c.random_seed = seed != 0 ? seed : 0x7465726e;
   return c;
 }
@@ -241,8 +234,8 @@ template <class D>
 void Shard::poll_once(D& driver) {
   // A busy-polling shard goes round millions of times a second and each clock read costs
   // ~9 ns (FastClock; ~21 ns through clock_gettime), so the clock is read where time can have
-  // moved: an iteration that did not sleep
-  // starts when the previous one ended, and one in which no callback ran keeps its start time.
+  // moved: an iteration that did not sleep starts when the previous one ended, and one in
+  // which no callback ran keeps its start time.
   now_ = resume_at_us_ != 0 ? resume_at_us_ : clock_.now_us();
   const std::uint64_t started = now_;
   const std::uint64_t work_before = posted_run_ + cross_received_;
