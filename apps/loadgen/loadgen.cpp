@@ -240,7 +240,7 @@ void send_message(Lane& lane, rt::Shard& shard, Client& client, std::uint64_t no
 void on_receive(Lane& lane, Client& receiver, const tern::Event& ev, std::uint64_t now) {
   const LoadGen& lg = *lane.lg;
   const Config& c = lg.config;
-  const auto bytes = ev.packet.bytes();
+  const auto bytes = ev.payload();
   if (bytes.size() < kHeaderBytes) {
     bump(lane.mismatched);
     return;
@@ -558,6 +558,8 @@ int run(const Config& config) {
     o.host.channel_limit = config.channels;
     o.host.ack_delay_ms = config.ack_delay_ms;
     o.host.checksum = config.checksum;
+    // Every message is read once here and never kept: no copy of each out of its datagram.
+    o.host.lend_payloads = true;
     o.host.selective_acks = config.selective_acks;
     o.host.fast_retransmit = config.fast_retransmit;
     o.host.congestion_window = config.congestion_window;

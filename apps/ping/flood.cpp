@@ -137,9 +137,8 @@ void fill_window(const Flood& f, FloodShard& fs, rt::Shard& shard, std::uint32_t
 }
 
 void on_echo(const Flood& f, FloodShard& fs, rt::Shard& shard, std::uint32_t k,
-             const tern::Packet& packet) {
+             std::span<const std::byte> bytes) {
   const std::uint64_t now = shard.delivery_time_ns();
-  const auto bytes = packet.bytes();
   if (bytes.size() != f.config.size) {
     ++fs.bad_echoes;
     return;
@@ -168,7 +167,7 @@ void on_event(Flood& f, rt::Shard& shard, tern::Event& ev) {
   if (k == kNoPeer) return;
   FloodPeer& peer = fs.peers[k];
   switch (ev.type) {
-    case tern::EventType::receive: on_echo(f, fs, shard, k, ev.packet); break;
+    case tern::EventType::receive: on_echo(f, fs, shard, k, ev.payload()); break;
     case tern::EventType::connect:
       peer.connected = true;
       bump(fs.connected);

@@ -73,9 +73,8 @@ void send_ping(rt::Shard& shard, PingRun& run) {
   run.waiting = true;
 }
 
-void on_echo(rt::Shard& shard, PingRun& run, const tern::Packet& packet) {
+void on_echo(rt::Shard& shard, PingRun& run, std::span<const std::byte> echo) {
   const std::uint64_t at = now_ns();
-  const auto echo = packet.bytes();
   if (!run.waiting || echo.size() < kSeqBytes || load_u64(echo, 0) != run.seq) return;  // stale
   bool same = echo.size() == run.config.size;
   for (std::size_t i = kSeqBytes; same && i < echo.size(); ++i) {
@@ -103,7 +102,7 @@ void on_event(rt::Shard& shard, PingRun& run, tern::Event& ev) {
       run.connected_flag.store(true, std::memory_order_release);
       send_ping(shard, run);
       break;
-    case tern::EventType::receive: on_echo(shard, run, ev.packet); break;
+    case tern::EventType::receive: on_echo(shard, run, ev.payload()); break;
     case tern::EventType::disconnect:
       if (run.connected) {
         run.fail(std::string("server went away (") + tern::to_string(ev.reason) + ") after " +

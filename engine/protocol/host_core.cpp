@@ -1102,6 +1102,24 @@ struct HostCore::Impl {
     events.push(std::move(ev));
   }
 
+  // A message taken whole from the datagram being handled: lent when the caller allows it
+  // (HostConfig::lend_payloads), else copied. Lent bytes are not buffered here, so they are
+  // not charged to buffered_bytes.
+  void deliver_from_datagram(Peer& p, std::uint8_t channel, Delivery delivery,
+                             std::span<const std::byte> bytes) {
+    if (!config.lend_payloads) {
+      deliver_now(p, channel, delivery, Packet::copy_of(bytes));
+      return;
+    }
+    Event ev = event_for(p, EventType::receive);
+    ev.channel = channel;
+    ev.delivery = delivery;
+    ev.lent = bytes;
+    ++counters.messages_in;
+    count(p, kMessagesReceived, 1);
+    events.push(std::move(ev));
+  }
+
   // enet_peer_dispatch_incoming_reliable_commands
   // Unlike ENet, which releases a run of reliable messages and only then the unreliable ones
   // sequenced behind the last of them, unreliable messages held behind each reliable message
@@ -1217,7 +1235,7 @@ struct HostCore::Impl {
       p.total_waiting_data -= len;
       counters.buffered_bytes -= len;
       ch.in_reliable_seq = cmd.reliable_seq;
-      deliver_now(p, cmd.channel_id, Delivery::reliable, Packet::copy_of(cmd.payload));
+      deliver_from_datagram(p, cmd.channel_id, Delivery::reliable, cmd.payload);
       ch.in_unreliable_seq = 0;
       if (!ch.in_unreliable.empty()) dispatch_unreliable(p, cmd.channel_id);
       return Handled::ok;
@@ -1248,7 +1266,7 @@ struct HostCore::Impl {
       }
       // Deliverable at once; anything older still waiting (fragment sets) is now late.
       ch.in_unreliable_seq = useq;
-      deliver_now(p, cmd.channel_id, Delivery::unreliable, Packet::copy_of(cmd.payload));
+      deliver_from_datagram(p, cmd.channel_id, Delivery::unreliable, cmd.payload);
       dispatch_unreliable(p, cmd.channel_id);
       return Handled::ok;
     }
@@ -1297,7 +1315,7 @@ struct HostCore::Impl {
       return Handled::ok;
     }
     window.bits[index / 32] |= 1u << (index % 32);
-    deliver_now(p, cmd.channel_id, Delivery::unsequenced, Packet::copy_of(cmd.payload));
+    deliver_from_datagram(p, cmd.channel_id, Delivery::unsequenced, cmd.payload);
     return Handled::ok;
   }
 

@@ -59,6 +59,12 @@ struct HostConfig {
   // to 33 reliable commands of a channel instead of one each. A plain ENet peer never sees
   // more than the hello, which it ignores. false: behave exactly as ENet (no hello).
   bool selective_acks = true;
+  // A message delivered straight from its datagram (whole, and in order or not ordered)
+  // arrives as a view of the datagram's bytes (Event::lent) instead of a copy in a Packet.
+  // Only for callers that take every event before the bytes they passed to on_datagram are
+  // reused, as runtime shards do (they drain the events after each receive burst). Messages
+  // held back for ordering or rebuilt from fragments still come as Packets.
+  bool lend_payloads = false;
   // Fast retransmit (sender side only; nothing on the wire changes): a reliable command still
   // unacknowledged when an acknowledgement arrives for one sent more than a quarter of the RTT
   // (at least 2 ms) after it is resent at once, instead of waiting out its retransmission

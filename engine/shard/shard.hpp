@@ -143,6 +143,9 @@ struct ShardMessage {
 };
 
 class Shard;
+// Events are handed over right after the receive burst that produced them, while the burst's
+// frames are still valid: with host.lend_payloads, a receive event's `lent` bytes stay valid
+// until the handler returns.
 using ShardEventHandler = std::function<void(Shard&, Event&)>;
 using ShardTask = std::function<void(Shard&)>;
 using ShardMessageHandler = std::function<void(Shard&, ShardMessage&)>;

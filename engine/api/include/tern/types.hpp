@@ -5,7 +5,9 @@
 #include <tern/endpoint.hpp>
 #include <tern/packet.hpp>
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
 
 namespace tern {
 
@@ -64,7 +66,16 @@ struct Event {
   Delivery delivery = Delivery::reliable;
   DisconnectReason reason = DisconnectReason::none;
   std::uint32_t data = 0;  // connect data or disconnect data
-  Packet packet;           // receive only
+  Packet packet;           // receive only; empty when the message is lent (see `lent`)
+  // Receive only, and only from a core built with HostConfig::lend_payloads: the message's
+  // bytes inside the datagram they arrived in, valid until the event handler returns. A
+  // handler that only reads a message is spared a copy; payload() reads either form, and
+  // take_payload() keeps one.
+  std::span<const std::byte> lent;
+
+  std::span<const std::byte> payload() const { return packet ? packet.bytes() : lent; }
+  // The message as a Packet of its own: the event's, or a copy of the lent bytes.
+  Packet take_payload() { return packet ? std::move(packet) : Packet::copy_of(lent); }
 };
 
 enum class SendResult : std::uint8_t {
