@@ -187,6 +187,8 @@ def relay_case(b, transport, rate, args, n):
             "client_retransmits": int(v.get("retransmits", 0)),
             "relay_retransmits": int(stopped["retransmits"]) if "retransmits" in stopped else None,
             "delivered": int(v["delivered"]), "lost": int(v["lost"]),
+            # Messages the clients' --max-queued bound held back; their copies are in "lost".
+            "refused": int(v.get("refused", 0)),
             "connections_lost": int(dropped.group(1)) if dropped else 0,
             "loadgen_exit": r.returncode,
             "p50_us": float(v["p50"]), "p99_us": float(v["p99"])}

@@ -162,7 +162,9 @@ struct alignas(64) Lane {
   std::atomic<std::uint64_t> snapshot_ack{0};
   std::atomic<std::uint64_t> sent_total{0};
   std::atomic<std::uint64_t> delivered_total{0};
+  std::atomic<std::uint64_t> refused_total{0};
   std::atomic<std::uint64_t> sent{0};       // measured period
+  std::atomic<std::uint64_t> refused{0};    // measured period: due, but the queue was full
   std::atomic<std::uint64_t> expected{0};   // copies owed for those
   std::atomic<std::uint64_t> delivered{0};  // copies received of those
   std::atomic<std::uint64_t> duplicates{0};
@@ -222,16 +224,20 @@ void send_message(Lane& lane, rt::Shard& shard, Client& client, std::uint64_t no
   store_le(bytes, 8, now, 8);
   bytes[16] = static_cast<std::byte>(delivery);
   std::memset(bytes.data() + kHeaderBytes, 0x5a, bytes.size() - kHeaderBytes);
-  if (shard.core().send(client.handle, channel, delivery, std::move(packet)) !=
-      tern::SendResult::ok) {
+  const tern::SendResult result =
+      shard.core().send(client.handle, channel, delivery, std::move(packet));
+  // Refused for a full queue (--max-queued): the target is not keeping up. The message was
+  // due, so its copies are owed and, never sent, count as lost.
+  const bool refused = result == tern::SendResult::queue_full;
+  if (result != tern::SendResult::ok && !refused) {
     ++lane.send_failed;
     return;
   }
   const std::uint64_t copies = client.room_members - 1;
-  bump(lane.sent_total);
+  bump(refused ? lane.refused_total : lane.sent_total);
   const std::uint64_t start = lg.start_ns.load(std::memory_order_relaxed);
   if (now >= start && now < lg.end_ns.load(std::memory_order_relaxed)) {
-    bump(lane.sent);
+    bump(refused ? lane.refused : lane.sent);
     bump(lane.expected, copies);
     bump(lane.expected_bins[bin_of(lg, start, now)], copies);
   }
@@ -564,6 +570,7 @@ int run(const Config& config) {
     o.host.fast_retransmit = config.fast_retransmit;
     o.host.congestion_window = config.congestion_window;
     o.host.min_rto_ms = config.min_rto_ms;
+    o.host.max_queued = config.max_queued;
     o.host.throttle_reliable_window = config.throttle_window;
     auto group = std::make_unique<rt::ShardGroup>(o);
     const std::size_t base = g * per_group;
@@ -655,7 +662,7 @@ int run(const Config& config) {
   std::uint64_t progress_gen = 0;
   std::uint64_t pending_since = 0;  // a snapshot was requested at this time (0: none)
   std::uint64_t next_progress = traffic_ns + 1'000'000'000;
-  std::uint64_t last_progress = traffic_ns, last_sent = 0, last_delivered = 0;
+  std::uint64_t last_progress = traffic_ns, last_sent = 0, last_delivered = 0, last_refused = 0;
   std::uint64_t last_retransmits = 0, last_slow_polls = 0;
   bool interrupted = false;
   // Each tick wakes every lane's thread. With many source groups (one thread each) on few
@@ -694,6 +701,7 @@ int run(const Config& config) {
             }
           }
           const std::uint64_t sent_total = total(lg, &Lane::sent_total);
+          const std::uint64_t refused_total = total(lg, &Lane::refused_total);
           const std::uint64_t delivered_total = total(lg, &Lane::delivered_total);
           const ClientSide now_side = groups.client_side();
           const std::uint64_t retransmits = now_side.retransmits, slow_polls = now_side.slow_polls;
@@ -710,14 +718,20 @@ int run(const Config& config) {
           std::fprintf(stderr,
                        "t=%" PRIu64 "s clients=%" PRIu64
                        "/%zu sent/s=%.0f delivered/s=%.0f "
-                       "p99_ms=%.2f lost=%" PRIu64 " retransmits/s=%.0f slow_polls=%" PRIu64 "\n",
+                       "p99_ms=%.2f lost=%" PRIu64 " retransmits/s=%.0f slow_polls=%" PRIu64 "%s\n",
                        (pending_since - traffic_ns + 500'000'000) / 1'000'000'000,
                        connected - std::min<std::uint64_t>(connected, total(lg, &Lane::dropped)), n,
                        static_cast<double>(sent_total - last_sent) / dt,
                        static_cast<double>(delivered_total - last_delivered) / dt,
                        progress_hist->percentile(99) / 1e6, owed > got ? owed - got : 0,
                        static_cast<double>(retransmits - last_retransmits) / dt,
-                       slow_polls - last_slow_polls);
+                       slow_polls - last_slow_polls,
+                       refused_total != last_refused
+                           ? format(" refused/s=%.0f",
+                                    static_cast<double>(refused_total - last_refused) / dt)
+                                 .c_str()
+                           : "");
+          last_refused = refused_total;
           last_retransmits = retransmits;
           last_slow_polls = slow_polls;
           last_progress = pending_since;
@@ -750,6 +764,7 @@ int run(const Config& config) {
     reason = std::max(reason, l->last_reason.load());
   }
   const std::uint64_t sent = total(lg, &Lane::sent), expected = total(lg, &Lane::expected);
+  const std::uint64_t refused = total(lg, &Lane::refused);
   const std::uint64_t delivered = total(lg, &Lane::delivered),
                       duplicates = total(lg, &Lane::duplicates);
   const std::uint64_t out_of_order = total(lg, &Lane::out_of_order),
@@ -783,6 +798,11 @@ int run(const Config& config) {
               config.sources_text.c_str());
   std::printf("  %-14s %" PRIu64 "/%zu in %.1f ms\n", "connected", connected, n, connect_ms);
   std::printf("  %-14s %" PRIu64 " messages (%.0f/s)\n", "sent", sent, sent_per_s);
+  if (refused > 0) {
+    std::printf("  %-14s %" PRIu64
+                " messages held back: the client's queue was full (--max-queued)\n",
+                "refused", refused);
+  }
   std::printf("  %-14s %" PRIu64 " copies\n", "expected", expected);
   std::printf("  %-14s %" PRIu64 " copies (%.0f/s)\n", "delivered", delivered, delivered_per_s);
   std::printf("  %-14s %" PRIu64 " (%.3f%%)\n", "lost", lost, lost_pct);
@@ -808,11 +828,11 @@ int run(const Config& config) {
               " misrouted=%" PRIu64 " mismatched=%" PRIu64
               " delivered_per_s=%.0f latency_us p50=%.1f p90=%.1f p99=%.1f p99.9=%.1f "
               "max=%.1f connect_ms=%.1f retransmits=%" PRIu64 " busy_us=%" PRIu64
-              " slow_polls=%" PRIu64 " tx_waits=%" PRIu64 "\n",
+              " slow_polls=%" PRIu64 " tx_waits=%" PRIu64 " refused=%" PRIu64 "\n",
               n, rooms, r, config.rate_hz, config.size, delivery, duration_s, sent, expected,
               delivered, lost, duplicates, out_of_order, misrouted, mismatched, delivered_per_s,
               s.p50, s.p90, s.p99, s.p999, s.max, connect_ms, retransmits, busy_us, slow_polls,
-              tx_waits);
+              tx_waits, refused);
   std::fflush(stdout);
 
   int status = kExitOk;
@@ -820,9 +840,10 @@ int run(const Config& config) {
     const std::string body = format(
         "{\"clients\": %zu, \"rooms\": %zu, \"room_size\": %zu, \"rate\": %" PRIu64
         ", \"size\": %zu, \"delivery\": \"%s\", \"channels\": %u, \"broadcast\": %s, "
-        "\"duration_s\": %g, \"warmup_s\": %g, \"sent\": %" PRIu64 ", \"expected\": %" PRIu64
-        ", \"delivered\": %" PRIu64 ", \"lost\": %" PRIu64 ", \"duplicates\": %" PRIu64
-        ", \"out_of_order\": %" PRIu64 ", \"misrouted\": %" PRIu64 ", \"mismatched\": %" PRIu64
+        "\"duration_s\": %g, \"warmup_s\": %g, \"sent\": %" PRIu64 ", \"refused\": %" PRIu64
+        ", \"expected\": %" PRIu64 ", \"delivered\": %" PRIu64 ", \"lost\": %" PRIu64
+        ", \"duplicates\": %" PRIu64 ", \"out_of_order\": %" PRIu64 ", \"misrouted\": %" PRIu64
+        ", \"mismatched\": %" PRIu64
         ", \"delivered_per_s\": %.0f, \"latency_us\": {\"p50\": %.1f, \"p90\": %.1f, "
         "\"p99\": %.1f, \"p99.9\": %.1f, \"max\": %.1f, \"count\": %zu}, \"connect_ms\": %.1f, "
         "\"connected\": %" PRIu64 ", \"dropped\": %" PRIu64 ", \"goodbyes\": %" PRIu64
@@ -830,10 +851,11 @@ int run(const Config& config) {
         "\"idle\": \"%s\", \"target\": \"%s\", \"interrupted\": %s}\n",
         n, rooms, r, config.rate_hz, config.size, delivery, config.channels,
         config.broadcast ? "true" : "false", duration_s,
-        static_cast<double>(config.warmup_ms) / 1000.0, sent, expected, delivered, lost, duplicates,
-        out_of_order, misrouted, mismatched, delivered_per_s, s.p50, s.p90, s.p99, s.p999, s.max,
-        s.count, connect_ms, connected, dropped, goodbyes, config.first_room, ngroups, per_group,
-        driver.c_str(), idle_name(config.idle), target.c_str(), interrupted ? "true" : "false");
+        static_cast<double>(config.warmup_ms) / 1000.0, sent, refused, expected, delivered, lost,
+        duplicates, out_of_order, misrouted, mismatched, delivered_per_s, s.p50, s.p90, s.p99,
+        s.p999, s.max, s.count, connect_ms, connected, dropped, goodbyes, config.first_room,
+        ngroups, per_group, driver.c_str(), idle_name(config.idle), target.c_str(),
+        interrupted ? "true" : "false");
     if (!write_file(config.json_path, body)) {
       std::fprintf(stderr, "tern-loadgen: cannot write %s\n", config.json_path.c_str());
       status = kExitFailure;

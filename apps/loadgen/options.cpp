@@ -14,7 +14,8 @@ const char* const kUsage =
     "                    [--driver socket|uring|dpdk] [--idle wait|busy] [--timeout-ms T]\n"
     "                    [--ack-delay-ms D] [--checksum] [--selective-acks on|off]\n"
     "                    [--fast-retransmit on|off] [--congestion-window on|off]\n"
-    "                    [--min-rto-ms MS] [--throttle-window on|off] [--json FILE]\n"
+    "                    [--min-rto-ms MS] [--throttle-window on|off] [--max-queued BYTES]\n"
+    "                    [--json FILE]\n"
     "                    [--quiet]\n"
     "                    [--dpdk-config FILE] [--dpdk-port SPEC] [--dpdk-ip A.B.C.D/NN] ...\n"
     "       tern-loadgen --help\n"
@@ -57,6 +58,10 @@ const char* const kUsage =
     "                      stall of either side is not taken for a dead link; 0: ENet's)\n"
     "  --throttle-window S off (default): the reliable window stays as RTTs rise; on: ENet's\n"
     "                      throttle shrinks it too\n"
+    "  --max-queued BYTES  a client holding this much unacknowledged payload has its next\n"
+    "                      message refused (counted, and its copies owed as lost) instead of\n"
+    "                      queued: memory stays bounded if the target stops (default 65536;\n"
+    "                      0: no bound)\n"
     "  --json FILE         also write the result as a JSON object to FILE\n"
     "  --quiet             no progress line on stderr\n"
     "\n"
@@ -123,6 +128,7 @@ constexpr tern::app::FlagSpec kFlags[] = {
     {"fast-retransmit", true},
     {"congestion-window", true},
     {"min-rto-ms", true},
+    {"max-queued", true},
     {"throttle-window", true},
 };
 
@@ -287,7 +293,8 @@ bool parse_config(int argc, const char* const* argv, Config& c, std::string& err
         read_uint(cl, "first-room", 0, 0xffffffffu, c.first_room, error) &&
         read_uint(cl, "timeout-ms", 1, kDayMs, c.timeout_ms, error) &&
         read_uint(cl, "ack-delay-ms", 0, 1000, c.ack_delay_ms, error) &&
-        read_uint(cl, "min-rto-ms", 0, 1000, c.min_rto_ms, error))) {
+        read_uint(cl, "min-rto-ms", 0, 1000, c.min_rto_ms, error) &&
+        read_uint(cl, "max-queued", 0, std::uint64_t{1} << 32, c.max_queued, error))) {
     return false;
   }
   const std::uint64_t rooms = (c.clients + c.room_size - 1) / c.room_size;

@@ -60,7 +60,11 @@ struct Config {
   bool fast_retransmit = true;     // HostConfig::fast_retransmit
   bool congestion_window = true;   // HostConfig::congestion_window
   std::uint32_t min_rto_ms = 200;  // HostConfig::min_rto_ms
-  bool throttle_window = false;    // HostConfig::throttle_reliable_window
+  // HostConfig::max_queued for every client: payload bytes a client holds (queued, in flight,
+  // unacknowledged) beyond which its next message is refused, counted and owed as lost. Keeps
+  // the generator's memory bounded when the target stops taking traffic. 0: no bound.
+  std::uint64_t max_queued = std::uint64_t{64} << 10;
+  bool throttle_window = false;  // HostConfig::throttle_reliable_window
   bool quiet = false;
 };
 

@@ -10,8 +10,10 @@ machine, so their loss is only reported).
 
 usage: loadgen_accounting.py TERN_RELAY TERN_LOADGEN"""
 import re
+import signal
 import subprocess
 import sys
+import time
 
 RELAY, LOADGEN = sys.argv[1], sys.argv[2]
 failures = []
@@ -141,5 +143,48 @@ check(commands_per_message(plain_acks) > 1.5 * commands_per_message(held),
 run(["--broadcast-rooms", "1-1000"], common + ["--delivery", "reliable", "--broadcast"],
     "broadcast rooms", exact=True)
 run([], common + ["--delivery", "mix"], "delivery mix", exact=False)
+
+
+def stalled_relay():
+    """The relay stops for 1.5 s in the middle of the measured window. Clients whose held
+    payload reaches --max-queued have their next messages refused: counted, owed and lost,
+    never queued. Everything the clients did send still arrives, so the loss is exactly the
+    refused messages' copies."""
+    relay = subprocess.Popen([RELAY, "--listen", "127.0.0.1:0", "--shards", "2", "--pin", "off"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    what = "relay stalled, clients' queues bounded"
+    try:
+        ready = relay.stdout.readline().split()
+        # 20 clients in 5 full rooms of 4 (3 copies a message), 100 Hz of 64 B: 4 KiB holds
+        # 64 messages, 0.64 s of one client's traffic, so the stall overflows every client.
+        loadgen = subprocess.Popen([LOADGEN, "--target", ready[1], "--quiet", "--clients", "20",
+                                    "--room-size", "4", "--rate", "100", "--size", "64",
+                                    "--duration", "4", "--warmup", "1", "--max-queued", "4096",
+                                    "--delivery", "reliable"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(2.5)  # connected (~0.5 s), warm-up done, a second into the window
+        relay.send_signal(signal.SIGSTOP)
+        time.sleep(1.5)
+        relay.send_signal(signal.SIGCONT)
+        out, err = loadgen.communicate(timeout=60)
+        f, line = fields(out)
+        print("  " + line)
+        check(loadgen.returncode == 0, f"{what}: loadgen exit 0 ({err.strip()[-300:]})")
+        refused = int(f.get("refused", -1))
+        check(refused > 0, f"{what}: messages refused ({refused})")
+        check("messages held back" in out, f"{what}: the summary names the refusals")
+        expected, delivered = int(f.get("expected", -1)), int(f.get("delivered", -1))
+        check(expected - delivered == 3 * refused and f.get("lost") == str(3 * refused),
+              f"{what}: lost == 3 copies per refused message ({expected - delivered} lost, "
+              f"{refused} refused)")
+        for k in ("duplicates", "out_of_order", "misrouted", "mismatched"):
+            check(f.get(k) == "0", f"{what}: {k}=0 (got {f.get(k)})")
+    finally:
+        relay.send_signal(signal.SIGCONT)
+        relay.terminate()
+        relay.communicate(timeout=20)
+
+
+stalled_relay()
 print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
 sys.exit(1 if failures else 0)
