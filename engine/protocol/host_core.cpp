@@ -456,8 +456,7 @@ struct HostCore::Impl {
 
   ~Impl() {
     for (std::uint32_t i = 0; i < slots.size(); ++i) release_blocks(slots[i]);
-    releases.flush();
-  }
+  }  // `releases` drops what release_blocks let go of as it is destroyed
 
   std::uint32_t random_u32() {
     // xorshift64*: connect IDs only need to differ between connections.
@@ -1091,33 +1090,30 @@ struct HostCore::Impl {
     deliver_now(p, channel, delivery, std::move(packet));
   }
 
-  void deliver_now(Peer& p, std::uint8_t channel, Delivery delivery, Packet packet) {
+  // `lent`: the message's bytes in the datagram being handled, when `packet` is empty
+  // (HostConfig::lend_payloads); they are not held here, so not charged to buffered_bytes.
+  void deliver_now(Peer& p, std::uint8_t channel, Delivery delivery, Packet packet,
+                   std::span<const std::byte> lent = {}) {
     Event ev = event_for(p, EventType::receive);
     ev.channel = channel;
     ev.delivery = delivery;
     ev.packet = std::move(packet);
+    ev.lent = lent;
     counters.buffered_bytes += ev.packet.size();
     ++counters.messages_in;
     count(p, kMessagesReceived, 1);
     events.push(std::move(ev));
   }
 
-  // A message taken whole from the datagram being handled: lent when the caller allows it
-  // (HostConfig::lend_payloads), else copied. Lent bytes are not buffered here, so they are
-  // not charged to buffered_bytes.
+  // A message taken whole from the datagram being handled: lent when the caller allows it,
+  // else copied.
   void deliver_from_datagram(Peer& p, std::uint8_t channel, Delivery delivery,
                              std::span<const std::byte> bytes) {
-    if (!config.lend_payloads) {
+    if (config.lend_payloads) {
+      deliver_now(p, channel, delivery, Packet{}, bytes);
+    } else {
       deliver_now(p, channel, delivery, Packet::copy_of(bytes));
-      return;
     }
-    Event ev = event_for(p, EventType::receive);
-    ev.channel = channel;
-    ev.delivery = delivery;
-    ev.lent = bytes;
-    ++counters.messages_in;
-    count(p, kMessagesReceived, 1);
-    events.push(std::move(ev));
   }
 
   // enet_peer_dispatch_incoming_reliable_commands
