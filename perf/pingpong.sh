@@ -29,7 +29,7 @@ enet_server="$build/perf/reference/enet-echo-server"
 enet_ping="$build/perf/reference/enet-ping"
 for exe in "$tern_ping" "$enet_server" "$enet_ping"; do
   if [[ ! -x $exe ]]; then
-    echo "pingpong: $exe not built (meson setup build-release --buildtype=release &&" \
+    echo "pingpong: $exe not built (meson setup build-release --buildtype=release -Db_lto=true &&" \
       "ninja -C build-release)" >&2
     exit 2
   fi

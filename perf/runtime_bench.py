@@ -742,7 +742,7 @@ def main():
                       if not os.access(bench.exe[n], os.X_OK)})
     if missing:
         print("runtime_bench: missing binaries:\n  " + "\n  ".join(missing) +
-              f"\nbuild them: meson setup {args.build} --buildtype=release && ninja -C "
+              f"\nbuild them: meson setup {args.build} --buildtype=release -Db_lto=true && ninja -C "
               f"{args.build}", file=sys.stderr)
         return 2
     for tool in ("timeout", "taskset", "stdbuf"):

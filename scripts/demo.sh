@@ -10,9 +10,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
 
 if [[ -d build-release ]]; then
-  meson configure build-release -Dbuildtype=release
+  meson configure build-release -Dbuildtype=release -Db_lto=true
 else
-  meson setup build-release --buildtype=release
+  meson setup build-release --buildtype=release -Db_lto=true
 fi
 timeout 900 ninja -C build-release apps/relay/tern-relay apps/loadgen/tern-loadgen
 relay_bin=build-release/apps/relay/tern-relay

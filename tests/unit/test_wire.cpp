@@ -532,6 +532,7 @@ TEST(WireMalformed, DataLengthBeyondDatagram) {
     DatagramBuilder b(h, false);
     b.add(sample_command(Cmd::send_unreliable, 0, 0, len));
     std::vector<std::byte> bytes(b.bytes().begin(), b.bytes().end());
+    ASSERT_FALSE(bytes.empty()) << len;
     if (bytes.size() > kMaxMtu)
       bytes.resize(kMaxMtu);
     else
