@@ -272,6 +272,10 @@ def echo_case(b, args, n, udp_checksum=True):
     ns_per_dgram = int(served.get("busy_us", "0")) * 1000 / dgrams
     return {"msgs_per_s": float(v["msgs_per_s"]), "datagrams_per_msg": per_msg,
             "server_ns_per_datagram": ns_per_dgram,
+            # How much each working pass of the server's loop had to do (its rx burst is 32).
+            "server_datagrams_per_busy_iteration":
+                dgrams / int(served["busy_iterations"]) if int(served.get("busy_iterations", "0"))
+                else None,
             "server_capacity_per_s": 1e9 / ns_per_dgram if ns_per_dgram else None,
             "datagrams_per_s": float(v["msgs_per_s"]) * per_msg, "lost": int(v["lost"]),
             "p50_us": float(v["p50"]), "p99_us": float(v["p99"])}

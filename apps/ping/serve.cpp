@@ -101,11 +101,12 @@ int run_server(const ServeConfig& config) {
               " messages_in=%" PRIu64 " messages_out=%" PRIu64 " echo_failed=%" PRIu64
               " datagrams_in=%" PRIu64 " datagrams_out=%" PRIu64 " bytes_in=%" PRIu64
               " bytes_out=%" PRIu64 " retransmits=%" PRIu64 " dropped=%" PRIu64
-              " disconnected_at_exit=%lld busy_us=%" PRIu64 "\n",
+              " disconnected_at_exit=%lld busy_us=%" PRIu64 " busy_iterations=%" PRIu64 "\n",
               tern::app::stop_signal(), t.connects, t.disconnects, timeouts, t.messages_in,
               t.messages_out, echo_failed, t.datagrams_in, t.datagrams_out, t.bytes_in, t.bytes_out,
               retransmits, t.drops, static_cast<long long>(live > 0 ? live : 0),
-              t.loop_time_us - std::min(t.loop_time_us, t.idle_poll_us));
+              t.loop_time_us - std::min(t.loop_time_us, t.idle_poll_us),
+              t.iterations - std::min(t.iterations, t.idle_polls));
   std::fflush(stdout);
   if (group.size() > 1) {
     // How the port (SO_REUSEPORT, RSS, fanout, software steering) spread the traffic.
