@@ -321,6 +321,8 @@ struct Peer {
   bool hello_offered : 1 = false;
   bool hello_agreed : 1 = false;
   bool selective_acks : 1 = false;
+  // We accepted this connection's CONNECT (we are its server side).
+  bool accepted : 1 = false;
 
   bool connected_like() const {
     return state == PeerState::connected || state == PeerState::disconnect_later;
@@ -653,18 +655,77 @@ struct HostCore::Impl {
     return ev;
   }
 
-  // A local peer ID for a new connection to `address`: `preferred` if no connection from that
-  // address uses it, else the next free one. kMaxPeerId when all 4,095 are taken.
+  // ---- routing: which connection a datagram's header names ------------------------------
+  //
+  // The peer ID we hand out (and the remote side puts in every header it sends us) is the
+  // connection's slot, as in ENet, wherever the 12-bit field can hold it: a datagram then finds
+  // its connection by indexing, and the address it came from confirms it. Connections in
+  // slots from kMaxPeerId on (a shard with more than 4,095) get an ID that no other connection
+  // from their address uses, and a route key (address, ID) in by_address. Connections we
+  // accepted are also found by the client's own index, to recognise a retransmitted or
+  // restarted CONNECT: through the route key when the ID we gave mirrors that index, else an
+  // identity key (address, kIdentityKey | index), which no route key can equal.
+  static constexpr std::uint16_t kIdentityKey = 0x8000;
+
+  // The connection a header's peer ID names for datagrams from `from`, if any (its state is
+  // the caller's to check).
+  Peer* route(const Endpoint& from, std::uint16_t id) {
+    if (id < slots.size()) {
+      Peer& q = slots[id];
+      if (q.incoming_peer_id == id && q.state != PeerState::disconnected && q.address == from) {
+        return &q;
+      }
+    }
+    const std::uint32_t* slot = by_address.find(base::PeerKey(from, id));
+    return slot != nullptr ? &slots[*slot] : nullptr;
+  }
+
+  // Whether datagrams from `address` naming `id` already go to some connection.
+  bool peer_id_taken(const Endpoint& address, std::uint16_t id) const {
+    if (id < slots.size()) {
+      const Peer& q = slots[id];
+      if (q.incoming_peer_id == id && q.state != PeerState::disconnected && q.address == address) {
+        return true;
+      }
+    }
+    return by_address.find(base::PeerKey(address, id)) != nullptr;
+  }
+
+  // A peer ID for a connection in a slot beyond the field's reach: `preferred` if no
+  // connection from that address uses it, else the next free one; kMaxPeerId when all 4,095
+  // are taken.
   std::uint16_t free_peer_id(const Endpoint& address, std::uint16_t preferred) const {
     for (std::uint32_t i = 0; i < kMaxPeerId; ++i) {
       const auto id = static_cast<std::uint16_t>((preferred + i) % kMaxPeerId);
-      if (by_address.find(base::PeerKey(address, id)) == nullptr) return id;
+      if (!peer_id_taken(address, id)) return id;
     }
     return kMaxPeerId;
   }
 
-  Peer* allocate_peer(const Endpoint& address, std::uint16_t peer_id) {
+  // A connection we accepted from `address`, found by the client's own index.
+  Peer* find_accepted(const Endpoint& address, std::uint16_t client_index) {
+    if (const std::uint32_t* slot =
+            by_address.find(base::PeerKey(address, kIdentityKey | client_index))) {
+      return &slots[*slot];
+    }
+    if (const std::uint32_t* slot = by_address.find(base::PeerKey(address, client_index))) {
+      Peer& q = slots[*slot];
+      if (q.accepted && q.outgoing_peer_id == client_index) return &q;
+    }
+    return nullptr;
+  }
+
+  // A new connection to or from `address`. Its peer ID is its slot where that can be used,
+  // else `preferred` or the next free ID (see routing above); null at the peer limit or when
+  // no ID is free.
+  Peer* allocate_peer(const Endpoint& address, std::uint16_t preferred) {
     if (peer_count >= config.peer_limit) return nullptr;
+    const std::uint32_t next_slot = free_slots.empty() ? slots.size() : free_slots.back();
+    const std::uint16_t peer_id =
+        next_slot < kMaxPeerId && !peer_id_taken(address, static_cast<std::uint16_t>(next_slot))
+            ? static_cast<std::uint16_t>(next_slot)
+            : free_peer_id(address, preferred);
+    if (peer_id == kMaxPeerId) return nullptr;
     std::uint32_t slot;
     if (!free_slots.empty()) {
       slot = free_slots.back();
@@ -685,9 +746,23 @@ struct HostCore::Impl {
     p.address = address;
     p.incoming_peer_id = peer_id;
     p.mtu = static_cast<std::uint16_t>(config.mtu);
-    by_address.insert(base::PeerKey(address, peer_id), slot);
+    if (peer_id != slot) by_address.insert(base::PeerKey(address, peer_id), slot);
     ++peer_count;
     return &p;
+  }
+
+  // Called once the client's index is known; see routing above.
+  void key_accepted(Peer& p) {
+    p.accepted = true;
+    if (p.incoming_peer_id == p.slot) {
+      by_address.insert(base::PeerKey(p.address, kIdentityKey | p.outgoing_peer_id), p.slot);
+    }
+  }
+
+  void erase_key(const base::PeerKey& key, std::uint32_t slot) {
+    if (const std::uint32_t* v = by_address.find(key); v != nullptr && *v == slot) {
+      by_address.erase(key);
+    }
   }
 
   void end_reassembly(InCmd* c) {
@@ -807,9 +882,10 @@ struct HostCore::Impl {
     if (p.state == PeerState::disconnected) return;
     set_state(p, PeerState::connection_pending);  // leaves connected accounting
     release_blocks(p);
-    const base::PeerKey key(p.address, p.incoming_peer_id);
-    if (const std::uint32_t* v = by_address.find(key); v != nullptr && *v == p.slot) {
-      by_address.erase(key);
+    if (p.incoming_peer_id != p.slot) {
+      erase_key(base::PeerKey(p.address, p.incoming_peer_id), p.slot);
+    } else if (p.accepted) {
+      erase_key(base::PeerKey(p.address, kIdentityKey | p.outgoing_peer_id), p.slot);
     }
     timers.cancel(p.timer);
     p.state = PeerState::disconnected;
@@ -1641,11 +1717,11 @@ struct HostCore::Impl {
       why = Drop::bad_handshake;
       return nullptr;
     }
-    // Our peer ID for the connection mirrors the client's own peer index: a client's indices
-    // are distinct among its live connections, so the key finds a retransmitted CONNECT, and a
-    // restarted client (same socket, same index, new connect ID) replaces its old connection.
-    if (const std::uint32_t* slot = by_address.find(base::PeerKey(from, c.outgoing_peer_id))) {
-      Peer& old = slots[*slot];
+    // A client's indices are distinct among its live connections, so its index finds a
+    // retransmitted CONNECT, and a restarted client (same socket, same index, new connect ID)
+    // replaces its old connection.
+    if (Peer* found = find_accepted(from, static_cast<std::uint16_t>(c.outgoing_peer_id))) {
+      Peer& old = *found;
       if (old.outgoing_peer_id == c.outgoing_peer_id && old.state != PeerState::connecting) {
         if (old.connect_id == c.connect_id) {
           why = Drop::duplicate;  // a retransmitted CONNECT; our VERIFY retransmits on its own
@@ -1656,8 +1732,7 @@ struct HostCore::Impl {
         reset_peer(old);
       }
     }
-    const std::uint16_t peer_id = free_peer_id(from, c.outgoing_peer_id);
-    Peer* pp = peer_id == kMaxPeerId ? nullptr : allocate_peer(from, peer_id);
+    Peer* pp = allocate_peer(from, static_cast<std::uint16_t>(c.outgoing_peer_id));
     if (pp == nullptr) {
       why = Drop::peer_limit;
       return nullptr;
@@ -1668,6 +1743,7 @@ struct HostCore::Impl {
     p.state = PeerState::acknowledging_connect;
     p.connect_id = c.connect_id;
     p.outgoing_peer_id = static_cast<std::uint16_t>(c.outgoing_peer_id);
+    key_accepted(p);
     set_bandwidths(p, c.incoming_bandwidth, c.outgoing_bandwidth);
     set_throttle_settings(p, c.throttle_interval, c.throttle_acceleration, c.throttle_deceleration);
     p.connect_data = c.data;
@@ -1843,12 +1919,11 @@ struct HostCore::Impl {
     if (dh.header.peer_id != kMaxPeerId) {
       // Address, port and peer ID together name the connection; a datagram whose three do not
       // match one (a forged or stale peer ID included) belongs to none.
-      const std::uint32_t* slot = by_address.find(base::PeerKey(from, dh.header.peer_id));
-      if (slot == nullptr) {
+      peer = route(from, dh.header.peer_id);
+      if (peer == nullptr) {
         counters.drops.add(Drop::unknown_peer);
         return;
       }
-      peer = &slots[*slot];
       if (peer->state == PeerState::disconnected || peer->state == PeerState::zombie) {
         counters.drops.add(Drop::unknown_peer);
         return;
@@ -2002,9 +2077,7 @@ struct HostCore::Impl {
     now_ms = now_us / 1000;
     // Several connections to one server are fine (ENet allows them); each gets its own ID.
     if (peer_count >= config.peer_limit) return PeerHandle{};
-    const std::uint16_t peer_id =
-        free_peer_id(to, static_cast<std::uint16_t>(next_client_peer_id++ % kMaxPeerId));
-    Peer* pp = peer_id == kMaxPeerId ? nullptr : allocate_peer(to, peer_id);
+    Peer* pp = allocate_peer(to, static_cast<std::uint16_t>(next_client_peer_id++ % kMaxPeerId));
     if (pp == nullptr) return PeerHandle{};
     Peer& p = *pp;
     channel_count = std::clamp<std::size_t>(channel_count, kMinChannelCount, kMaxChannelCount);

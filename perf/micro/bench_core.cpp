@@ -419,3 +419,139 @@ void BM_RelayFanout(benchmark::State& state) {
 BENCHMARK(BM_RelayFanout)->Args({1000, 8, 0})->Args({1000, 8, 16})->Unit(benchmark::kMicrosecond);
 
 }  // namespace
+
+// ---- unsequenced echo ----------------------------------------------------------------------
+
+// The protocol's share of the memif echo (perf/dpdk_bench.py (d)) without a network: a client
+// core holding 1000 connections keeps one 16-byte unsequenced message in flight on each, and a
+// server core hands every message straight back on its connection, as tern-ping --flood and
+// --serve do. Datagrams cross in bursts of 32 (what each side's shard takes per pass on memif),
+// each burst's events handled before the next, and every side flushes after each burst.
+// `server_ns_per_echo` is the server's on_datagram + events + send + flush per datagram;
+// `client_ns_per_echo` the same for the client, which also sends the next message.
+struct EchoRig {
+  static constexpr std::size_t kBurst = 32;
+  std::size_t peers;
+  HostConfig server_config;
+  HostConfig client_config;
+  std::unique_ptr<HostCore> client;
+  std::unique_ptr<HostCore> server;
+  std::vector<PeerHandle> to_server;
+  std::vector<std::uint32_t> index_of_slot;  // client's peer slot -> connection index
+  std::uint64_t now_us = kStartUs;
+  std::uint64_t echoes = 0;
+  std::deque<Bytes> to_client_q, to_server_q;
+  bool traffic = false;
+
+  explicit EchoRig(std::size_t n) : peers(n) {
+    server_config.peer_limit = client_config.peer_limit = n + 16;
+    client_config.lend_payloads = true;  // as tern-ping's clients
+    client = std::make_unique<HostCore>(client_config);
+    server = std::make_unique<HostCore>(server_config);
+  }
+
+  void send_one(std::size_t i) {
+    static const Bytes payload(16, std::byte{0x3c});
+    client->send(to_server[i], 0, Delivery::unsequenced, payload);
+  }
+
+  // One shard pass on `core`: up to one burst from `inbox`, its events, then a full flush into
+  // `outbox`. Returns whether it did anything; adds the core's time (not the rig's copying).
+  bool pass(HostCore& core, const Endpoint& from, std::deque<Bytes>& inbox,
+            std::deque<Bytes>& outbox, bool is_server, std::uint64_t& spent) {
+    const std::uint64_t a = FanoutRig::ns();
+    const std::size_t take = std::min(inbox.size(), kBurst);
+    bool any = take != 0;
+    for (std::size_t i = 0; i < take; ++i) core.on_datagram(now_us, from, inbox[i]);
+    Event ev;
+    while (core.poll_event(ev)) {
+      any = true;
+      if (ev.type != EventType::receive) continue;
+      if (is_server) {
+        server->send(ev.peer, ev.channel, ev.delivery, std::move(ev.packet));
+      } else {
+        ++echoes;
+        if (traffic) send_one(index_of_slot[ev.peer.slot]);
+      }
+    }
+    auto& batch = out_batch();
+    std::uint64_t copying = 0;
+    for (;;) {
+      const std::size_t n = core.flush(now_us, batch);
+      const std::uint64_t c0 = FanoutRig::ns();
+      for (std::size_t i = 0; i < n; ++i)
+        outbox.emplace_back(batch[i].view().begin(), batch[i].view().end());
+      copying += FanoutRig::ns() - c0;
+      any = any || n != 0;
+      if (n < batch.size()) break;
+    }
+    inbox.erase(inbox.begin(), inbox.begin() + static_cast<std::ptrdiff_t>(take));
+    spent += FanoutRig::ns() - a - copying;
+    return any;
+  }
+
+  // Alternates the sides until both are quiet.
+  void exchange(std::uint64_t& s, std::uint64_t& c) {
+    for (;;) {
+      const bool server_busy = pass(*server, kClientEp, to_server_q, to_client_q, true, s);
+      const bool client_busy = pass(*client, kServerEp, to_client_q, to_server_q, false, c);
+      if (!server_busy && !client_busy) return;
+    }
+  }
+
+  bool connect() {
+    to_server.resize(peers);
+    for (std::size_t i = 0; i < peers; ++i) {
+      to_server[i] = client->connect(now_us, kServerEp, 1, static_cast<std::uint32_t>(i));
+      if (!to_server[i].valid()) return false;
+      if (to_server[i].slot >= index_of_slot.size()) index_of_slot.resize(to_server[i].slot + 1);
+      index_of_slot[to_server[i].slot] = static_cast<std::uint32_t>(i);
+    }
+    std::uint64_t s = 0, c = 0;
+    for (int i = 0; i < 20; ++i) {
+      now_us += 1000;
+      exchange(s, c);
+    }
+    for (std::size_t i = 0; i < peers; ++i) {
+      if (client->peer_state(to_server[i]) != PeerState::connected) return false;
+    }
+    return true;
+  }
+};
+
+void BM_EchoUnsequenced(benchmark::State& state) {
+  EchoRig rig(static_cast<std::size_t>(state.range(0)));
+  if (!rig.connect()) {
+    state.SkipWithError("clients did not connect");
+    return;
+  }
+  rig.traffic = true;
+  std::uint64_t s = 0, c = 0;
+  const std::uint64_t a = FanoutRig::ns();
+  for (std::size_t i = 0; i < rig.peers; ++i) rig.send_one(i);
+  c += FanoutRig::ns() - a;
+  // Warm the pools: a few thousand echoes round the loop.
+  for (int i = 0; i < 200; ++i) {
+    rig.pass(*rig.client, kServerEp, rig.to_client_q, rig.to_server_q, false, c);
+    rig.pass(*rig.server, kClientEp, rig.to_server_q, rig.to_client_q, true, s);
+  }
+  rig.echoes = 0;
+  s = c = 0;
+  for (auto _ : state) {
+    // A round: each side takes one burst, as two shards polling each other do.
+    rig.pass(*rig.client, kServerEp, rig.to_client_q, rig.to_server_q, false, c);
+    rig.pass(*rig.server, kClientEp, rig.to_server_q, rig.to_client_q, true, s);
+  }
+  if (rig.echoes == 0) {
+    state.SkipWithError("nothing echoed");
+    return;
+  }
+  const double echoes = static_cast<double>(rig.echoes);
+  state.SetItemsProcessed(static_cast<std::int64_t>(rig.echoes));
+  state.counters["server_ns_per_echo"] = static_cast<double>(s) / echoes;
+  state.counters["client_ns_per_echo"] = static_cast<double>(c) / echoes;
+  state.counters["in_flight"] =
+      static_cast<double>(rig.to_client_q.size() + rig.to_server_q.size());
+}
+// Argument: connections, one message in flight on each.
+BENCHMARK(BM_EchoUnsequenced)->Arg(1000);

@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -248,6 +250,139 @@ TEST(HostScale, SeveralConnectionsFromOneSocket) {
   EXPECT_EQ(replaced, 1u);
   EXPECT_EQ(connects, 1u);
   EXPECT_EQ(server.peer_count(), kConnections);
+}
+
+// Moves every datagram between several client cores (each on its own socket) and one server
+// core until all are quiet.
+struct Crowd {
+  HostCore& server;
+  Endpoint server_ep;
+  std::vector<std::pair<HostCore*, Endpoint>> clients;
+  std::uint64_t now = 1'000'000;
+
+  void pump(int rounds) {
+    std::vector<OutDatagram> batch(64);
+    for (int r = 0; r < rounds; ++r) {
+      for (auto& [client, ep] : clients) {
+        std::size_t n;
+        while ((n = client->flush(now, batch)) > 0) {
+          for (std::size_t k = 0; k < n; ++k) server.on_datagram(now, ep, batch[k].view());
+          if (n < batch.size()) break;
+        }
+      }
+      std::size_t n;
+      while ((n = server.flush(now, batch)) > 0) {
+        for (std::size_t k = 0; k < n; ++k) {
+          for (auto& [client, ep] : clients) {
+            if (ep == batch[k].to) client->on_datagram(now, server_ep, batch[k].view());
+          }
+        }
+        if (n < batch.size()) break;
+      }
+      now += 5'000;
+    }
+  }
+};
+
+// The peer ID a server hands out is the connection's slot while the 12-bit field can hold it;
+// connections in later slots get a free ID for their address and are found by a keyed lookup.
+// When slots below 4095 are freed and reused by a socket that already holds such an ID,
+// neither connection may take the other's datagrams.
+TEST(HostScale, PeerIdsStayDistinctWhenSlotsBeyondTheFieldAreInUse) {
+  constexpr std::uint32_t kFirst = 4000;  // from socket A: server slots 0..3999
+  constexpr std::uint32_t kSecond = 200;  // from socket B: slots 4000..4199, 105 beyond 4094
+  HostConfig sc;
+  sc.peer_limit = 5000;
+  HostCore server(sc);
+  HostConfig cc;
+  cc.peer_limit = 5000;
+  cc.random_seed = 11;
+  HostCore a(cc);
+  cc.random_seed = 12;
+  HostCore b(cc);
+  const Endpoint a_ep = Endpoint::v4(0x7f000002u, 40000);
+  const Endpoint b_ep = Endpoint::v4(0x7f000003u, 40000);
+  Crowd crowd{server, Endpoint::v4(0x7f000001u, 7777), {{&a, a_ep}, {&b, b_ep}}};
+
+  // Connection k is named by connect data k on both sides: A's are 0..3999, B's from 10000.
+  std::vector<std::pair<HostCore*, PeerHandle>> client_side;
+  std::vector<std::uint32_t> names;
+  auto open = [&](HostCore& c, std::uint32_t name) {
+    const PeerHandle h = c.connect(crowd.now, crowd.server_ep, 1, name);
+    ASSERT_TRUE(h.valid()) << name;
+    client_side.emplace_back(&c, h);
+    names.push_back(name);
+  };
+  for (std::uint32_t i = 0; i < kFirst; ++i) open(a, i);
+  crowd.pump(4);
+  for (std::uint32_t i = 0; i < kSecond; ++i) open(b, 10000 + i);
+  crowd.pump(4);
+  ASSERT_EQ(server.peer_count(), kFirst + kSecond);
+
+  // A closes connections 95..199: their server slots are reused next, by B, whose connections
+  // beyond slot 4094 asked for IDs 95..199 (their index on B).
+  for (std::uint32_t i = 95; i < 200; ++i) a.disconnect(client_side[i].second, 0);
+  crowd.pump(6);
+  ASSERT_EQ(server.peer_count(), kFirst + kSecond - 105);
+  for (std::uint32_t i = 0; i < 105; ++i) open(b, 20000 + i);
+  crowd.pump(4);
+  ASSERT_EQ(server.peer_count(), kFirst + kSecond);
+
+  std::map<std::uint32_t, PeerHandle> server_side;
+  Event ev;
+  while (server.poll_event(ev)) {
+    if (ev.type == EventType::connect) server_side[ev.data] = ev.peer;
+    if (ev.type == EventType::disconnect) {
+      std::erase_if(server_side, [&](const auto& entry) { return entry.second == ev.peer; });
+    }
+  }
+  ASSERT_EQ(server_side.size(), std::size_t{kFirst + kSecond});
+  while (a.poll_event(ev)) {
+  }
+  while (b.poll_event(ev)) {
+  }
+
+  // Every live connection sends its name; the server must get it on that connection, and the
+  // echo must come back on the same one.
+  std::size_t sent = 0;
+  for (std::size_t k = 0; k < client_side.size(); ++k) {
+    auto [core, h] = client_side[k];
+    if (core->peer_state(h) != PeerState::connected) continue;
+    const std::uint32_t name = names[k];
+    ASSERT_EQ(core->send(h, 0, Delivery::reliable, std::as_bytes(std::span(&name, 1))),
+              SendResult::ok);
+    ++sent;
+  }
+  ASSERT_EQ(sent, std::size_t{kFirst + kSecond});
+  crowd.pump(2);
+  std::size_t echoed = 0;
+  while (server.poll_event(ev)) {
+    ASSERT_EQ(ev.type, EventType::receive);
+    std::uint32_t v;
+    std::memcpy(&v, ev.packet.bytes().data(), sizeof v);
+    ASSERT_TRUE(server_side.count(v)) << v;
+    EXPECT_EQ(ev.peer, server_side[v]) << "message " << v << " arrived on another connection";
+    ASSERT_EQ(server.send(ev.peer, 0, Delivery::reliable, ev.packet), SendResult::ok);
+    ++echoed;
+  }
+  EXPECT_EQ(echoed, sent);
+  crowd.pump(2);
+  std::size_t returned = 0;
+  for (HostCore* core : {&a, &b}) {
+    while (core->poll_event(ev)) {
+      ASSERT_EQ(ev.type, EventType::receive);
+      std::uint32_t v;
+      std::memcpy(&v, ev.packet.bytes().data(), sizeof v);
+      const auto it = std::find(names.begin(), names.end(), v);
+      ASSERT_NE(it, names.end());
+      const std::size_t k = static_cast<std::size_t>(it - names.begin());
+      EXPECT_EQ(client_side[k].first, core) << "echo " << v << " came back to another socket";
+      EXPECT_EQ(client_side[k].second, ev.peer) << "echo " << v << " on another connection";
+      ++returned;
+    }
+  }
+  EXPECT_EQ(returned, sent);
+  EXPECT_EQ(server.counters().drops[Drop::unknown_peer], 0u);
 }
 
 }  // namespace
