@@ -416,8 +416,8 @@ struct HostCore::Impl {
   HostCounters counters;
   PeerSlab slots;
   std::vector<std::uint32_t> free_slots;
-  // Keyed by (remote endpoint, our peer ID for that connection): one remote socket may hold
-  // several connections to us, as ENet allows, and every datagram names its connection.
+  // Route and identity keys (see "routing" below): connections beyond the peer ID field's reach
+  // by (remote endpoint, our peer ID for them), accepted ones by the client's own index.
   base::PeerTable<std::uint32_t> by_address;
   std::size_t peer_count = 0;
   std::uint32_t next_client_peer_id = 0;  // where connect() starts looking for a free ID
