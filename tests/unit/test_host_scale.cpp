@@ -1,7 +1,8 @@
 // One server core holds far more connections than ENet's 4095 peer IDs, from IPv4 and IPv6
-// addresses alike, because connections are found by address, port and peer ID together; the
-// 12-bit peer IDs on the wire repeat and must not get mixed up. One client socket may also
-// hold many connections to one server, as in ENet.
+// addresses alike: a connection is named by address, port and peer ID together (the ID is its
+// slot up to 4094, a free ID for its address beyond), so the 12-bit peer IDs on the wire repeat
+// and must not get mixed up. One client socket may also hold many connections to one server,
+// as in ENet.
 #include "host_core.hpp"
 
 #include <gtest/gtest.h>
