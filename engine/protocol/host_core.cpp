@@ -667,28 +667,29 @@ struct HostCore::Impl {
   // identity key (address, kIdentityKey | index), which no route key can equal.
   static constexpr std::uint16_t kIdentityKey = 0x8000;
 
-  // The connection a header's peer ID names for datagrams from `from`, if any (its state is
-  // the caller's to check).
-  Peer* route(const Endpoint& from, std::uint16_t id) {
+  static constexpr std::uint32_t kNoSlot = ~std::uint32_t{0};
+
+  // The slot of the connection a header's peer ID names for datagrams from `from`, or kNoSlot
+  // (its state is the caller's to check).
+  std::uint32_t route_slot(const Endpoint& from, std::uint16_t id) const {
     if (id < slots.size()) {
-      Peer& q = slots[id];
+      const Peer& q = slots[id];
       if (q.incoming_peer_id == id && q.state != PeerState::disconnected && q.address == from) {
-        return &q;
+        return id;
       }
     }
     const std::uint32_t* slot = by_address.find(base::PeerKey(from, id));
-    return slot != nullptr ? &slots[*slot] : nullptr;
+    return slot != nullptr ? *slot : kNoSlot;
+  }
+
+  Peer* route(const Endpoint& from, std::uint16_t id) {
+    const std::uint32_t slot = route_slot(from, id);
+    return slot != kNoSlot ? &slots[slot] : nullptr;
   }
 
   // Whether datagrams from `address` naming `id` already go to some connection.
   bool peer_id_taken(const Endpoint& address, std::uint16_t id) const {
-    if (id < slots.size()) {
-      const Peer& q = slots[id];
-      if (q.incoming_peer_id == id && q.state != PeerState::disconnected && q.address == address) {
-        return true;
-      }
-    }
-    return by_address.find(base::PeerKey(address, id)) != nullptr;
+    return route_slot(address, id) != kNoSlot;
   }
 
   // A peer ID for a connection in a slot beyond the field's reach: `preferred` if no

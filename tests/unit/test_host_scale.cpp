@@ -152,22 +152,44 @@ TEST(HostScale, PeerLimitRefusesTheNextConnect) {
   EXPECT_GE(f.server.counters().drops[Drop::peer_limit], kClients - 100);
 }
 
+// Moves every datagram between several client cores (each on its own socket) and one server
+// core until all are quiet.
+struct Crowd {
+  HostCore& server;
+  Endpoint server_ep;
+  std::vector<std::pair<HostCore*, Endpoint>> clients;
+  std::uint64_t now = 1'000'000;
+
+  void pump(int rounds) {
+    std::vector<OutDatagram> batch(64);
+    for (int r = 0; r < rounds; ++r) {
+      for (auto& [client, ep] : clients) {
+        std::size_t n;
+        while ((n = client->flush(now, batch)) > 0) {
+          for (std::size_t k = 0; k < n; ++k) server.on_datagram(now, ep, batch[k].view());
+          if (n < batch.size()) break;
+        }
+      }
+      std::size_t n;
+      while ((n = server.flush(now, batch)) > 0) {
+        for (std::size_t k = 0; k < n; ++k) {
+          for (auto& [client, ep] : clients) {
+            if (ep == batch[k].to) client->on_datagram(now, server_ep, batch[k].view());
+          }
+        }
+        if (n < batch.size()) break;
+      }
+      now += 5'000;
+    }
+  }
+};
+
 // Moves every datagram between one client core and one server core until both are quiet.
 void pump(HostCore& client, const Endpoint& client_ep, HostCore& server, const Endpoint& server_ep,
           std::uint64_t& now, int rounds) {
-  std::vector<OutDatagram> batch(64);
-  for (int r = 0; r < rounds; ++r) {
-    std::size_t n;
-    while ((n = client.flush(now, batch)) > 0) {
-      for (std::size_t k = 0; k < n; ++k) server.on_datagram(now, client_ep, batch[k].view());
-      if (n < batch.size()) break;
-    }
-    while ((n = server.flush(now, batch)) > 0) {
-      for (std::size_t k = 0; k < n; ++k) client.on_datagram(now, server_ep, batch[k].view());
-      if (n < batch.size()) break;
-    }
-    now += 5'000;
-  }
+  Crowd crowd{server, server_ep, {{&client, client_ep}}, now};
+  crowd.pump(rounds);
+  now = crowd.now;
 }
 
 // ENet lets one client socket hold several connections to the same server; they share the
@@ -252,38 +274,6 @@ TEST(HostScale, SeveralConnectionsFromOneSocket) {
   EXPECT_EQ(connects, 1u);
   EXPECT_EQ(server.peer_count(), kConnections);
 }
-
-// Moves every datagram between several client cores (each on its own socket) and one server
-// core until all are quiet.
-struct Crowd {
-  HostCore& server;
-  Endpoint server_ep;
-  std::vector<std::pair<HostCore*, Endpoint>> clients;
-  std::uint64_t now = 1'000'000;
-
-  void pump(int rounds) {
-    std::vector<OutDatagram> batch(64);
-    for (int r = 0; r < rounds; ++r) {
-      for (auto& [client, ep] : clients) {
-        std::size_t n;
-        while ((n = client->flush(now, batch)) > 0) {
-          for (std::size_t k = 0; k < n; ++k) server.on_datagram(now, ep, batch[k].view());
-          if (n < batch.size()) break;
-        }
-      }
-      std::size_t n;
-      while ((n = server.flush(now, batch)) > 0) {
-        for (std::size_t k = 0; k < n; ++k) {
-          for (auto& [client, ep] : clients) {
-            if (ep == batch[k].to) client->on_datagram(now, server_ep, batch[k].view());
-          }
-        }
-        if (n < batch.size()) break;
-      }
-      now += 5'000;
-    }
-  }
-};
 
 // The peer ID a server hands out is the connection's slot while the 12-bit field can hold it;
 // connections in later slots get a free ID for their address and are found by a keyed lookup.
