@@ -378,10 +378,14 @@ class EventRing {
  public:
   bool empty() const { return count_ == 0; }
   std::size_t size() const { return count_; }
-  void push(Event&& ev) {
+  void push(Event&& ev) { append() = std::move(ev); }
+  // The next free slot, for the caller to fill in place (every field: the slot holds whatever
+  // event last passed through it, with its packet already moved out).
+  Event& append() {
     if (count_ == ring_.size()) grow();
-    ring_[(head_ + count_) & (ring_.size() - 1)] = std::move(ev);
+    Event& slot = ring_[(head_ + count_) & (ring_.size() - 1)];
     ++count_;
+    return slot;
   }
   bool pop(Event& out) {
     if (count_ == 0) return false;
@@ -591,8 +595,17 @@ struct HostCore::Impl {
     return static_cast<Channel**>(p.channel_store)[id];
   }
 
-  // The channel, allocated on first use (id must be below channel_count).
+  // The channel, allocated on first use (id must be below channel_count). Every send asks for
+  // its channel, so the common case (already there) stays inline and a first use takes a call.
   Channel& channel(Peer& p, std::uint8_t id) {
+    if (p.channel_store != nullptr) {
+      if (p.channel_count == 1) return *static_cast<Channel*>(p.channel_store);
+      if (Channel* ch = static_cast<Channel**>(p.channel_store)[id]) return *ch;
+    }
+    return first_use_of_channel(p, id);
+  }
+
+  [[gnu::noinline]] Channel& first_use_of_channel(Peer& p, std::uint8_t id) {
     if (p.channel_count == 1) {
       if (p.channel_store == nullptr) p.channel_store = channel_pool.get();
       return *static_cast<Channel*>(p.channel_store);
@@ -1171,15 +1184,21 @@ struct HostCore::Impl {
   // (HostConfig::lend_payloads); they are not held here, so not charged to buffered_bytes.
   void deliver_now(Peer& p, std::uint8_t channel, Delivery delivery, Packet packet,
                    std::span<const std::byte> lent = {}) {
-    Event ev = event_for(p, EventType::receive);
-    ev.channel = channel;
-    ev.delivery = delivery;
-    ev.packet = std::move(packet);
-    ev.lent = lent;
-    counters.buffered_bytes += ev.packet.size();
+    counters.buffered_bytes += packet.size();
     ++counters.messages_in;
     count(p, kMessagesReceived, 1);
-    events.push(std::move(ev));
+    // Filled where it waits: one message, one event written, not built and then moved.
+    static_assert(sizeof(Event) == 64, "every field of Event is set below: add the new one");
+    Event& ev = events.append();
+    ev.type = EventType::receive;
+    ev.peer = handle_of(p);
+    ev.address = p.address;
+    ev.channel = channel;
+    ev.delivery = delivery;
+    ev.reason = DisconnectReason::none;
+    ev.data = 0;
+    ev.packet = std::move(packet);
+    ev.lent = lent;
   }
 
   // A message taken whole from the datagram being handled: lent when the caller allows it,

@@ -146,9 +146,11 @@ class Packet {
   }
   ~Packet() { reset(); }
 
+  // The empty case stays inline: most packets that go out of scope were moved from, and a call
+  // for each (the release path is too large to inline everywhere) was ~4% of the instructions
+  // of an unsequenced echo (BM_EchoUnsequenced under callgrind).
   void reset() {
-    if (buf_ != nullptr && last_reference()) detail::release_buffer(buf_);
-    buf_ = nullptr;
+    if (buf_ != nullptr) drop_reference();
   }
 
   explicit operator bool() const { return buf_ != nullptr; }
@@ -222,6 +224,11 @@ class Packet {
 
  private:
   explicit Packet(detail::PacketBuffer* buf) : buf_(buf) {}
+
+  [[gnu::noinline]] void drop_reference() {
+    if (last_reference()) detail::release_buffer(buf_);
+    buf_ = nullptr;
+  }
 
   // True when the reference being dropped was the last one. A sole owner skips the locked
   // read-modify-write: nobody else holds a reference to copy, so the count cannot rise
