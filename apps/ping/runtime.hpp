@@ -8,6 +8,7 @@
 
 #include <tern/endpoint.hpp>
 
+#include <bit>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -29,13 +30,17 @@ inline std::uint64_t now_ns() {
                                         .count());
 }
 
+// Little-endian on the wire. One 8-byte move each way: the byte-at-a-time loops these replaced
+// stayed loops in the release build, ~100 instructions of every flood echo (callgrind).
 inline void store_u64(std::span<std::byte> bytes, std::size_t at, std::uint64_t v) {
-  for (std::size_t i = 0; i < 8; ++i) bytes[at + i] = static_cast<std::byte>(v >> (8 * i));
+  if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap64(v);
+  std::memcpy(bytes.data() + at, &v, sizeof v);
 }
 
 inline std::uint64_t load_u64(std::span<const std::byte> bytes, std::size_t at) {
-  std::uint64_t v = 0;
-  for (std::size_t i = 0; i < 8; ++i) v |= std::uint64_t(bytes[at + i]) << (8 * i);
+  std::uint64_t v;
+  std::memcpy(&v, bytes.data() + at, sizeof v);
+  if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap64(v);
   return v;
 }
 
