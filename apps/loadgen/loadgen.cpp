@@ -16,6 +16,7 @@
 #include "common/dpdk_session.hpp"
 
 #include "common/histogram.hpp"
+#include "common/little_endian.hpp"
 #include "common/signals.hpp"
 
 #include <signal.h>
@@ -70,16 +71,6 @@ std::uint64_t now_ns() {
 template <class T>
 void bump(std::atomic<T>& a, T by = 1) {
   a.store(a.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
-}
-
-void store_le(std::span<std::byte> b, std::size_t at, std::uint64_t v, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) b[at + i] = static_cast<std::byte>(v >> (8 * i));
-}
-
-std::uint64_t load_le(std::span<const std::byte> b, std::size_t at, std::size_t n) {
-  std::uint64_t v = 0;
-  for (std::size_t i = 0; i < n; ++i) v |= std::uint64_t(b[at + i]) << (8 * i);
-  return v;
 }
 
 tern::Delivery delivery_for(DeliveryMode mode, std::uint32_t seq) {
@@ -219,9 +210,9 @@ void send_message(Lane& lane, rt::Shard& shard, Client& client, std::uint64_t no
   const auto channel = channel_for(c, seq);
   tern::Packet packet = tern::Packet::allocate(c.size);
   const auto bytes = packet.mutable_bytes();
-  store_le(bytes, 0, client.global, 4);
-  store_le(bytes, 4, seq, 4);
-  store_le(bytes, 8, now, 8);
+  app::store_le<std::uint32_t>(bytes, 0, client.global);
+  app::store_le<std::uint32_t>(bytes, 4, seq);
+  app::store_le<std::uint64_t>(bytes, 8, now);
   bytes[16] = static_cast<std::byte>(delivery);
   std::memset(bytes.data() + kHeaderBytes, 0x5a, bytes.size() - kHeaderBytes);
   const tern::SendResult result =
@@ -251,9 +242,9 @@ void on_receive(Lane& lane, Client& receiver, const tern::Event& ev, std::uint64
     bump(lane.mismatched);
     return;
   }
-  const auto from = static_cast<std::uint32_t>(load_le(bytes, 0, 4));
-  const auto seq = static_cast<std::uint32_t>(load_le(bytes, 4, 4));
-  const std::uint64_t sent_ns = load_le(bytes, 8, 8);
+  const auto from = app::load_le<std::uint32_t>(bytes, 0);
+  const auto seq = app::load_le<std::uint32_t>(bytes, 4);
+  const auto sent_ns = app::load_le<std::uint64_t>(bytes, 8);
   const auto tag = std::to_integer<std::uint8_t>(bytes[16]);
   // Only the other members of the receiver's room (only its first member with --broadcast).
   const std::uint32_t pos = from - receiver.room_first;  // wraps for ids below the room

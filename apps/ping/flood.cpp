@@ -106,8 +106,8 @@ bool send_message(const Flood& f, FloodShard& fs, rt::Shard& shard, FloodPeer& p
                   std::uint64_t seq, std::uint64_t now) {
   tern::Packet packet = tern::Packet::allocate(f.config.size);
   const auto bytes = packet.mutable_bytes();
-  store_u64(bytes, 0, now);
-  store_u64(bytes, 8, seq);
+  app::store_le<std::uint64_t>(bytes, 0, now);
+  app::store_le<std::uint64_t>(bytes, 8, seq);
   // A libc call even for nothing: the flood's usual 16-byte messages have no padding.
   if (bytes.size() > kHeaderBytes) {
     std::memset(bytes.data() + kHeaderBytes, 0, bytes.size() - kHeaderBytes);
@@ -146,8 +146,8 @@ void on_echo(const Flood& f, FloodShard& fs, rt::Shard& shard, std::uint32_t k,
     ++fs.bad_echoes;
     return;
   }
-  const std::uint64_t sent_ns = load_u64(bytes, 0);
-  const std::uint64_t seq = load_u64(bytes, 8);
+  const std::uint64_t sent_ns = app::load_le<std::uint64_t>(bytes, 0);
+  const std::uint64_t seq = app::load_le<std::uint64_t>(bytes, 8);
   const bool windowed = !f.config.paced;
   std::size_t j = 0;
   if (windowed) {

@@ -62,7 +62,7 @@ void send_ping(rt::Shard& shard, PingRun& run) {
   tern::Packet ping = tern::Packet::allocate(run.config.size);
   const auto bytes = ping.mutable_bytes();
   ++run.seq;
-  store_u64(bytes, 0, run.seq);
+  app::store_le<std::uint64_t>(bytes, 0, run.seq);
   for (std::size_t i = kSeqBytes; i < bytes.size(); ++i) bytes[i] = pattern_byte(run.seq, i);
   run.sent_ns = now_ns();
   const tern::SendResult r =
@@ -75,7 +75,8 @@ void send_ping(rt::Shard& shard, PingRun& run) {
 
 void on_echo(rt::Shard& shard, PingRun& run, std::span<const std::byte> echo) {
   const std::uint64_t at = now_ns();
-  if (!run.waiting || echo.size() < kSeqBytes || load_u64(echo, 0) != run.seq) return;  // stale
+  if (!run.waiting || echo.size() < kSeqBytes || app::load_le<std::uint64_t>(echo, 0) != run.seq)
+    return;  // stale
   bool same = echo.size() == run.config.size;
   for (std::size_t i = kSeqBytes; same && i < echo.size(); ++i) {
     same = echo[i] == pattern_byte(run.seq, i);

@@ -3,12 +3,12 @@
 #pragma once
 
 #include "common/dpdk_session.hpp"
+#include "common/little_endian.hpp"
 #include "options.hpp"
 #include "shard.hpp"
 
 #include <tern/endpoint.hpp>
 
-#include <bit>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -28,20 +28,6 @@ inline std::uint64_t now_ns() {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                         std::chrono::steady_clock::now().time_since_epoch())
                                         .count());
-}
-
-// Little-endian on the wire. One 8-byte move each way: the byte-at-a-time loops these replaced
-// stayed loops in the release build, ~100 instructions of every flood echo (callgrind).
-inline void store_u64(std::span<std::byte> bytes, std::size_t at, std::uint64_t v) {
-  if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap64(v);
-  std::memcpy(bytes.data() + at, &v, sizeof v);
-}
-
-inline std::uint64_t load_u64(std::span<const std::byte> bytes, std::size_t at) {
-  std::uint64_t v;
-  std::memcpy(&v, bytes.data() + at, sizeof v);
-  if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap64(v);
-  return v;
 }
 
 // Shard group options for a mode: the runtime flags plus the protocol settings.
