@@ -4,27 +4,41 @@
 // size just before; nothing is written through the input.
 #include "net.hpp"
 
+#include <bit>
 #include <cstring>
 
 namespace tern::net {
 
 namespace {
 
+// Network byte order, one move per field: the byte-at-a-time forms these replaced were ~45
+// instructions of every frame written (callgrind on dpdk_frame_bench), which the compiler did
+// not merge.
+inline std::uint16_t from_big_endian(std::uint16_t v) {
+  return std::endian::native == std::endian::little ? __builtin_bswap16(v) : v;
+}
+inline std::uint32_t from_big_endian(std::uint32_t v) {
+  return std::endian::native == std::endian::little ? __builtin_bswap32(v) : v;
+}
 inline std::uint8_t rd8(const std::byte* p) { return std::to_integer<std::uint8_t>(*p); }
 inline std::uint16_t rd16(const std::byte* p) {
-  return static_cast<std::uint16_t>((rd8(p) << 8) | rd8(p + 1));
+  std::uint16_t v;
+  std::memcpy(&v, p, sizeof v);
+  return from_big_endian(v);
 }
 inline std::uint32_t rd32(const std::byte* p) {
-  return (std::uint32_t{rd16(p)} << 16) | rd16(p + 2);
+  std::uint32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return from_big_endian(v);
 }
 inline void wr8(std::byte* p, std::uint8_t v) { *p = std::byte{v}; }
 inline void wr16(std::byte* p, std::uint16_t v) {
-  wr8(p, static_cast<std::uint8_t>(v >> 8));
-  wr8(p + 1, static_cast<std::uint8_t>(v));
+  v = from_big_endian(v);  // its own inverse
+  std::memcpy(p, &v, sizeof v);
 }
 inline void wr32(std::byte* p, std::uint32_t v) {
-  wr16(p, static_cast<std::uint16_t>(v >> 16));
-  wr16(p + 2, static_cast<std::uint16_t>(v));
+  v = from_big_endian(v);
+  std::memcpy(p, &v, sizeof v);
 }
 inline MacAddress rd_mac(const std::byte* p) {
   MacAddress m;
