@@ -6,6 +6,7 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -29,17 +30,15 @@ struct Endpoint {
   // and assigning a temporary built byte by byte costs a 16-byte load of bytes just stored,
   // which stalls on store forwarding (~15 cycles a time).
   void set_v4(std::uint32_t host_order_addr, std::uint16_t port_host_order) {
-    const std::uint8_t tail[8] = {0,
-                                  0,
-                                  0xff,
-                                  0xff,
-                                  static_cast<std::uint8_t>(host_order_addr >> 24),
-                                  static_cast<std::uint8_t>(host_order_addr >> 16),
-                                  static_cast<std::uint8_t>(host_order_addr >> 8),
-                                  static_cast<std::uint8_t>(host_order_addr)};
+    // The mapped tail 00 00 ff ff a b c d computed as one word, not assembled from bytes (which
+    // the compiler kept as byte stores: ~20 instructions a datagram on the DPDK receive path).
     const std::uint64_t head = 0;
     std::uint64_t word;
-    std::memcpy(&word, tail, 8);
+    if constexpr (std::endian::native == std::endian::little) {
+      word = (std::uint64_t{__builtin_bswap32(host_order_addr)} << 32) | 0xffff0000u;
+    } else {
+      word = (std::uint64_t{0xffff} << 32) | host_order_addr;
+    }
     std::memcpy(addr.data(), &head, 8);
     std::memcpy(addr.data() + 8, &word, 8);
     port = port_host_order;
@@ -63,8 +62,9 @@ struct Endpoint {
     return head == 0 && mark == want;
   }
   std::uint32_t v4_host_order() const {
-    return (std::uint32_t{addr[12]} << 24) | (std::uint32_t{addr[13]} << 16) |
-           (std::uint32_t{addr[14]} << 8) | std::uint32_t{addr[15]};
+    std::uint32_t v;
+    std::memcpy(&v, addr.data() + 12, 4);
+    return std::endian::native == std::endian::little ? __builtin_bswap32(v) : v;
   }
   bool is_unspecified() const {
     for (std::size_t i = 0; i < 16; ++i) {
