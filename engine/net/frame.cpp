@@ -11,9 +11,9 @@ namespace tern::net {
 
 namespace {
 
-// Network byte order, one move per field: the byte-at-a-time forms these replaced were ~45
-// instructions of every frame written (callgrind on dpdk_frame_bench), which the compiler did
-// not merge.
+// Network byte order, one move per field. The compiler did not merge the byte-at-a-time forms
+// these replaced: dpdk_frame_bench's tx_burst took 434 instructions a frame with them, 401
+// without (callgrind).
 inline std::uint16_t from_big_endian(std::uint16_t v) {
   return std::endian::native == std::endian::little ? __builtin_bswap16(v) : v;
 }
