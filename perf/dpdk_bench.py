@@ -2,7 +2,8 @@
 """DPDK (net_memif) against io_uring, side by side in one run, medians of N runs.
 
   sudo perf/dpdk_bench.py [--build build-release] [--runs 3] [--rates 100,150,200,300,400,500,600,700]
-                          [--duration 10] [--skip-testpmd] [--relay-only]
+                          [--duration 10] [--echo-pairs 3] [--pair-seconds 4]
+                          [--skip-testpmd] [--relay-only]
                           [--client-ack-delay 0|frame|MS] [--json perf/results/dpdk_bench.json]
 
 (a) relay throughput: tern-relay (1 shard, --idle busy) on DPDK net_memif (server role)
@@ -24,6 +25,10 @@
     --forward-mode=io (echoes every frame back on its one port) and a testpmd memif client in
     --forward-mode=flowgen (transmits as fast as it can and drains what comes back); Mpps
     from the server's per-second Rx-pps/Tx-pps. Needs dpdk-testpmd (Debian: dpdk-dev).
+    (c) and (d) run as pairs of short windows, testpmd and then the echo (--echo-pairs per
+    run, --pair-seconds each): on a shared host both swing between speeds that last seconds,
+    so each echo is set against the ceiling measured next to it, and the best echo against
+    the best ceiling of the whole run.
 
 The server side of every pair runs on CPU 0, the load side on CPU 1 (taskset); every process
 under `timeout`. Runs are interleaved (for each run: every case once) so drift hits both sides
@@ -227,7 +232,7 @@ def ping_case(b, transport, args, n):
 
 # ---- (d) echo path -------------------------------------------------------------------------------
 
-def echo_case(b, args, n, udp_checksum=True):
+def echo_case(b, args, n, udp_checksum=True, seconds=None):
     port = 7900 + n % 100
     sock = f"/tmp/tern-dpdk-bench-echo-{os.getpid()}.sock"
     unlink(sock)
@@ -248,7 +253,7 @@ def echo_case(b, args, n, udp_checksum=True):
                "--dpdk-mbufs", "16383", "--pin", "off"] + srv_port
     cli = [ping, "--connect", f"10.217.0.1:{port}", "--flood", "--peers", "1000", "--window",
            "1", "--unsequenced", "--size", "16", "--warmup", "1", "--duration",
-           str(args.duration), "--idle", "busy", "--driver", "dpdk",
+           str(seconds or args.duration), "--idle", "busy", "--driver", "dpdk",
            "--dpdk-mbufs", "16383"] + cli_port
     srv = Server(srv_cmd, "serving", "echo")
     try:
@@ -286,7 +291,7 @@ def echo_case(b, args, n, udp_checksum=True):
 PPS = re.compile(r"Rx-pps:\s+(\d+).*?Tx-pps:\s+(\d+)", re.S)
 
 
-def testpmd_case(args, n):
+def testpmd_case(args, n, seconds=None):
     sock = f"/tmp/tern-dpdk-bench-tp-{os.getpid()}.sock"
     unlink(sock)
     tp = "dpdk-testpmd"
@@ -319,7 +324,7 @@ def testpmd_case(args, n):
             if any(int(a) > 0 for a, _ in PPS.findall(out.read())):
                 break
             time.sleep(0.25)
-        time.sleep(2 + args.testpmd_seconds)
+        time.sleep(2 + (seconds or args.pair_seconds))
 
         def interrupt(p):
             kids = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True,
@@ -375,7 +380,10 @@ def main():
     ap.add_argument("--rates", default="100,150,200,300,400,500,600,700")
     ap.add_argument("--duration", default="10")
     ap.add_argument("--pings", type=int, default=20000)
-    ap.add_argument("--testpmd-seconds", type=int, default=5)
+    ap.add_argument("--echo-pairs", type=int, default=3,
+                    help="(c)/(d): testpmd-then-echo window pairs per run")
+    ap.add_argument("--pair-seconds", type=int, default=4,
+                    help="(c)/(d): seconds each testpmd and echo window of a pair measures")
     ap.add_argument("--skip-testpmd", action="store_true")
     ap.add_argument("--relay-only", action="store_true",
                     help="only (a): no ping-pong, echo or testpmd cases")
@@ -400,7 +408,7 @@ def main():
         # 30 Hz on this machine in slow phases and lost copies at 20 Hz when CI was busy, and
         # the smoke checks that every case runs and delivers, not where any of them saturates.
         args.runs, args.rates, args.duration = 1, "5", "1"
-        args.pings, args.testpmd_seconds = 2000, 2
+        args.pings, args.pair_seconds, args.echo_pairs = 2000, 2, 1
         args.json = f"/tmp/tern-dpdk-bench-smoke-{os.getpid()}.json"
     else:
         subprocess.run(["ninja", "-C", b, "apps/relay/tern-relay", "apps/loadgen/tern-loadgen",
@@ -415,6 +423,7 @@ def main():
     pmd = []
     echo = []
     echo_nosum = []  # udp_checksum = false on both sides
+    pairs = []  # (c) then (d), side by side: {"run", "testpmd", "echo"}
     n = 0
     for run in range(args.runs):
         log(f"run {run + 1}/{args.runs}")
@@ -444,20 +453,29 @@ def main():
             ping[t].append(res)
             if res:
                 log(f"  ping  {t:5}: p50={res['p50_us']} p99={res['p99_us']} us")
-        for nosum, rows in ((False, echo), (True, echo_nosum)):
+        for _ in range(args.echo_pairs):
+            tp = None
+            if have_testpmd:
+                n += 1
+                tp = testpmd_case(args, n)
+                pmd.append(tp)
+                if tp:
+                    log(f"  testpmd io: rx {tp['rx_mpps']:.3f} Mpps tx {tp['tx_mpps']:.3f} Mpps")
             n += 1
-            res = echo_case(b, args, n, udp_checksum=not nosum)
-            rows.append(res)
+            res = echo_case(b, args, n, seconds=args.pair_seconds)
+            echo.append(res)
             if res:
-                log(f"  echo  memif{' (UDP checksum 0)' if nosum else ''}: "
-                    f"{res['msgs_per_s']:.0f} msgs/s, {res['datagrams_per_s']:.0f} datagrams/s, "
-                    f"lost={res['lost']}")
-        if have_testpmd:
-            n += 1
-            res = testpmd_case(args, n)
-            pmd.append(res)
-            if res:
-                log(f"  testpmd io: rx {res['rx_mpps']:.3f} Mpps tx {res['tx_mpps']:.3f} Mpps")
+                log(f"  echo  memif: {res['msgs_per_s']:.0f} msgs/s, "
+                    f"{res['datagrams_per_s']:.0f} datagrams/s, lost={res['lost']}"
+                    + (f" ({res['datagrams_per_s'] / (tp['rx_mpps'] * 1e6):.1%} of the "
+                       f"testpmd before it)" if tp else ""))
+            pairs.append({"run": run + 1, "testpmd": tp, "echo": res})
+        n += 1
+        res = echo_case(b, args, n, udp_checksum=False, seconds=args.pair_seconds)
+        echo_nosum.append(res)
+        if res:
+            log(f"  echo  memif (UDP checksum 0): {res['msgs_per_s']:.0f} msgs/s, "
+                f"{res['datagrams_per_s']:.0f} datagrams/s, lost={res['lost']}")
 
     acks = ("clients acknowledge at once" if args.client_ack_delay == "0"
             else "client acks held one send interval" if args.client_ack_delay == "frame"
@@ -528,17 +546,20 @@ def main():
         print(f"| {name} | {fmt(med(ping[t], 'p50_us'), '.1f')} | "
               f"{fmt(med(ping[t], 'p99_us'), '.1f')} |")
         result["ping"][t] = ping[t]
+    windows = f"{len(pairs)} windows of {args.pair_seconds} s, {args.echo_pairs} per run"
     if have_testpmd:
         print(f"\n## (c) dpdk-testpmd over memif: server io-forward (CPU 0), client flowgen "
-              f"(CPU 1); medians of {args.runs}\n")
-        print("| server Rx Mpps | server Tx Mpps |")
-        print("|---:|---:|")
-        print(f"| {fmt(med(pmd, 'rx_mpps'), '.3f')} | {fmt(med(pmd, 'tx_mpps'), '.3f')} |")
+              f"(CPU 1); medians of {windows}\n")
+        print("| server Rx Mpps | server Tx Mpps | best Rx Mpps |")
+        print("|---:|---:|---:|")
+        best_rx = max((x["rx_mpps"] for x in pmd if x), default=None)
+        print(f"| {fmt(med(pmd, 'rx_mpps'), '.3f')} | {fmt(med(pmd, 'tx_mpps'), '.3f')} "
+              f"| {fmt(best_rx, '.3f')} |")
         result["testpmd"] = pmd
     else:
         print("\n(c) dpdk-testpmd: skipped (not installed or --skip-testpmd)")
     print(f"\n## (d) echo path: tern-ping --serve on memif, --flood 1000 peers x 1 unsequenced "
-          f"16 B message in flight; medians of {args.runs}\n")
+          f"16 B message in flight; medians of {windows} (UDP checksum 0: one per run)\n")
     print("| UDP checksum | echoed msgs/s | server datagrams in/s | lost | RTT p50 us | p99 us "
           "| share of testpmd Rx | server ns/datagram | server capacity/s | its share |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -556,6 +577,31 @@ def main():
     print("\n(server capacity = 1 s / its working ns per datagram: the rate one core of the "
           "server would echo if the client, running the same engine on the other core, "
           "kept it busy)")
+    if have_testpmd:
+        # The host swings between speeds that last seconds, and testpmd and the echo do not
+        # always swing together: set each echo against the testpmd window just before it,
+        # and the run's best echo against its best ceiling.
+        print("\nEach echo window against the testpmd window just before it:\n")
+        print("| run | testpmd Rx Mpps | echo datagrams/s | share | server ns/datagram |")
+        print("|---:|---:|---:|---:|---:|")
+        shares = []
+        for p in pairs:
+            tp, e = p["testpmd"], p["echo"]
+            share = (e["datagrams_per_s"] / (tp["rx_mpps"] * 1e6)) if tp and e else None
+            if share is not None:
+                shares.append(share)
+            print(f"| {p['run']} | {fmt(tp and tp['rx_mpps'], '.2f')} "
+                  f"| {fmt(e and e['datagrams_per_s'], ',.0f')} | {fmt(share, '.1%')} "
+                  f"| {fmt(e and e['server_ns_per_datagram'], '.0f')} |")
+        best_echo = max((x["datagrams_per_s"] for x in echo if x), default=None)
+        best_rx = max((x["rx_mpps"] for x in pmd if x), default=None)
+        best_share = best_echo / (best_rx * 1e6) if best_echo and best_rx else None
+        pair_median = statistics.median(shares) if shares else None
+        print(f"\nShare of testpmd: median of the pairs {fmt(pair_median, '.1%')}; "
+              f"best echo against best testpmd {fmt(best_share, '.1%')} "
+              f"({fmt(best_echo, ',.0f')} against {fmt(best_rx, '.3f')} Mpps)")
+        result["pairs"] = pairs
+        result["echo_share"] = {"median_of_pairs": pair_median, "best_against_best": best_share}
     write_json(args.json, result)
     if args.smoke:
         os.unlink(args.json)
