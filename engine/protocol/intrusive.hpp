@@ -2,6 +2,7 @@
 // allocate per command once warm (DESIGN §2).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <memory>
 #include <new>
@@ -82,6 +83,13 @@ class IntrusiveList {
 };
 
 // Objects are constructed on get() and destroyed on put(); their storage is recycled.
+//
+// The free slots are kept as a stack of pointers, not as a list threaded through the slots:
+// popping a list reads the slot it pops (for the next link), and a slot freed long ago has
+// left the cache. A relay frees commands as acknowledgements come in and takes them as
+// messages fan out, in separate bursts, so its pops dig that deep: the list's read was 17%
+// of tern-relay's time at 800 Hz on memif. The stack's top is one hot line, and the slot
+// handed out a few gets later is prefetched for the constructor that will write it.
 template <class T>
 class Pool {
  public:
@@ -92,43 +100,52 @@ class Pool {
 
   template <class... Args>
   T* get(Args&&... args) {
-    if (free_ == nullptr) grow();
-    Slot* s = free_;
-    free_ = s->next;
+    if (free_count_ == 0) grow();
+    Slot* s = free_[--free_count_];
+    if (free_count_ >= kPrefetchAhead) __builtin_prefetch(free_[free_count_ - kPrefetchAhead], 1);
     ++live_;
     return new (s->storage) T(std::forward<Args>(args)...);
   }
 
   void put(T* obj) {
     obj->~T();
-    Slot* s = reinterpret_cast<Slot*>(obj);
-    s->next = free_;
-    free_ = s;
+    // Never overflows: the stack has room for every slot of every chunk.
+    free_[free_count_++] = reinterpret_cast<Slot*>(obj);
     --live_;
   }
 
   std::size_t live() const { return live_; }
 
  private:
-  union Slot {
-    Slot* next;
+  struct Slot {
     alignas(T) unsigned char storage[sizeof(T)];
   };
   static constexpr std::size_t kChunk = 256;
+  static constexpr std::size_t kPrefetchAhead = 4;
 
   // Out of line: inlined, the chunk's allocation made every get() save and restore registers
   // it only needs once per 256 objects.
   [[gnu::noinline]] void grow() {
     auto chunk = std::make_unique<Slot[]>(kChunk);
-    for (std::size_t i = 0; i < kChunk; ++i) {
-      chunk[i].next = free_;
-      free_ = &chunk[i];
+    const std::size_t slots = (chunks_.size() + 1) * kChunk;
+    if (slots > free_capacity_) {
+      // Doubling: a host under overload grows by thousands of chunks, and re-sizing the
+      // stack for each would cost quadratic time exactly then.
+      const std::size_t capacity = std::max(slots, 2 * free_capacity_);
+      auto stack = std::make_unique_for_overwrite<Slot*[]>(capacity);
+      std::copy_n(free_.get(), free_count_, stack.get());
+      free_ = std::move(stack);
+      free_capacity_ = capacity;
     }
+    // Pushed last to first, so get() hands them out in address order.
+    for (std::size_t i = kChunk; i-- > 0;) free_[free_count_++] = &chunk[i];
     chunks_.push_back(std::move(chunk));
   }
 
   std::vector<std::unique_ptr<Slot[]>> chunks_;
-  Slot* free_ = nullptr;
+  std::unique_ptr<Slot*[]> free_;  // room for every slot; [0, free_count_) are free
+  std::size_t free_count_ = 0;
+  std::size_t free_capacity_ = 0;
   std::size_t live_ = 0;
 };
 
