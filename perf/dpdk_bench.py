@@ -232,7 +232,7 @@ def ping_case(b, transport, args, n):
 
 # ---- (d) echo path -------------------------------------------------------------------------------
 
-def echo_case(b, args, n, udp_checksum=True, seconds=None):
+def echo_case(b, args, n, udp_checksum=True):
     port = 7900 + n % 100
     sock = f"/tmp/tern-dpdk-bench-echo-{os.getpid()}.sock"
     unlink(sock)
@@ -253,7 +253,7 @@ def echo_case(b, args, n, udp_checksum=True, seconds=None):
                "--dpdk-mbufs", "16383", "--pin", "off"] + srv_port
     cli = [ping, "--connect", f"10.217.0.1:{port}", "--flood", "--peers", "1000", "--window",
            "1", "--unsequenced", "--size", "16", "--warmup", "1", "--duration",
-           str(seconds or args.duration), "--idle", "busy", "--driver", "dpdk",
+           str(args.pair_seconds), "--idle", "busy", "--driver", "dpdk",
            "--dpdk-mbufs", "16383"] + cli_port
     srv = Server(srv_cmd, "serving", "echo")
     try:
@@ -291,7 +291,7 @@ def echo_case(b, args, n, udp_checksum=True, seconds=None):
 PPS = re.compile(r"Rx-pps:\s+(\d+).*?Tx-pps:\s+(\d+)", re.S)
 
 
-def testpmd_case(args, n, seconds=None):
+def testpmd_case(args, n):
     sock = f"/tmp/tern-dpdk-bench-tp-{os.getpid()}.sock"
     unlink(sock)
     tp = "dpdk-testpmd"
@@ -324,7 +324,7 @@ def testpmd_case(args, n, seconds=None):
             if any(int(a) > 0 for a, _ in PPS.findall(out.read())):
                 break
             time.sleep(0.25)
-        time.sleep(2 + (seconds or args.pair_seconds))
+        time.sleep(2 + args.pair_seconds)
 
         def interrupt(p):
             kids = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True,
@@ -462,7 +462,7 @@ def main():
                 if tp:
                     log(f"  testpmd io: rx {tp['rx_mpps']:.3f} Mpps tx {tp['tx_mpps']:.3f} Mpps")
             n += 1
-            res = echo_case(b, args, n, seconds=args.pair_seconds)
+            res = echo_case(b, args, n)
             echo.append(res)
             if res:
                 log(f"  echo  memif: {res['msgs_per_s']:.0f} msgs/s, "
@@ -471,7 +471,7 @@ def main():
                        f"testpmd before it)" if tp else ""))
             pairs.append({"run": run + 1, "testpmd": tp, "echo": res})
         n += 1
-        res = echo_case(b, args, n, udp_checksum=False, seconds=args.pair_seconds)
+        res = echo_case(b, args, n, udp_checksum=False)
         echo_nosum.append(res)
         if res:
             log(f"  echo  memif (UDP checksum 0): {res['msgs_per_s']:.0f} msgs/s, "
