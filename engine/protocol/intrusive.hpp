@@ -11,18 +11,19 @@
 
 namespace tern::proto {
 
-// T has `T* prev_` and `T* next_` members. The head is one pointer: the first node's prev_
-// points at the last node (so back() and push_back() are O(1)), and the last node's next_ is
-// nullptr, so forward walks follow next_ to nullptr. Walk backwards with prev(), which stops
-// at the front. Empty lists cost 8 bytes and nothing else; size() walks the list.
+// T has `T* prev_` and `T* next_` members; the first node's prev_ and the last node's next_
+// are nullptr. The list keeps both ends, so push_back() touches only the last node: a peer's
+// in-flight list gains commands at its back on every flush while its front is the oldest
+// command waiting for an acknowledgement, which has long left the cache (reaching the back
+// through the front cost a relay a miss per peer per flush). size() walks the list.
 template <class T>
 class IntrusiveList {
  public:
   bool empty() const { return head_ == nullptr; }
   T* front() const { return head_; }
-  T* back() const { return head_ != nullptr ? head_->prev_ : nullptr; }
+  T* back() const { return tail_; }
   // The node before `n`, or nullptr at the front.
-  T* prev(const T* n) const { return n == head_ ? nullptr : n->prev_; }
+  static T* prev(const T* n) { return n->prev_; }
   // The node after `n`, or nullptr at the back.
   static T* next(const T* n) { return n->next_; }
   std::size_t size() const {
@@ -31,44 +32,21 @@ class IntrusiveList {
     return n;
   }
 
-  void push_back(T* n) { insert_after(back(), n); }
+  void push_back(T* n) { insert_after(tail_, n); }
   void push_front(T* n) { insert_after(nullptr, n); }
 
   // Inserts `n` after `pos`; pos == nullptr inserts at the front.
   void insert_after(T* pos, T* n) {
-    if (pos == nullptr) {
-      n->next_ = head_;
-      if (head_ != nullptr) {
-        n->prev_ = head_->prev_;
-        head_->prev_ = n;
-      } else {
-        n->prev_ = n;
-      }
-      head_ = n;
-      return;
-    }
+    T* after = pos != nullptr ? pos->next_ : head_;
     n->prev_ = pos;
-    n->next_ = pos->next_;
-    if (pos->next_ != nullptr) {
-      pos->next_->prev_ = n;
-    } else {
-      head_->prev_ = n;  // the new last node
-    }
-    pos->next_ = n;
+    n->next_ = after;
+    (pos != nullptr ? pos->next_ : head_) = n;
+    (after != nullptr ? after->prev_ : tail_) = n;
   }
 
   void remove(T* n) {
-    if (n == head_) {
-      head_ = n->next_;
-      if (head_ != nullptr) head_->prev_ = n->prev_;
-    } else {
-      n->prev_->next_ = n->next_;
-      if (n->next_ != nullptr) {
-        n->next_->prev_ = n->prev_;
-      } else {
-        head_->prev_ = n->prev_;  // n was the last node
-      }
-    }
+    (n->prev_ != nullptr ? n->prev_->next_ : head_) = n->next_;
+    (n->next_ != nullptr ? n->next_->prev_ : tail_) = n->prev_;
     n->prev_ = n->next_ = nullptr;
   }
 
@@ -80,6 +58,7 @@ class IntrusiveList {
 
  private:
   T* head_ = nullptr;
+  T* tail_ = nullptr;
 };
 
 // Objects are constructed on get() and destroyed on put(); their storage is recycled.
