@@ -551,12 +551,12 @@ def main():
               f"{fmt(med(ping[t], 'p99_us'), '.1f')} |")
         result["ping"][t] = ping[t]
     windows = f"{len(pairs)} windows of {args.pair_seconds} s, {args.echo_pairs} per run"
+    best_rx = max((x["rx_mpps"] for x in pmd if x), default=None)
     if have_testpmd:
         print(f"\n## (c) dpdk-testpmd over memif: server io-forward (CPU 0), client flowgen "
               f"(CPU 1); medians of {windows}\n")
         print("| server Rx Mpps | server Tx Mpps | best Rx Mpps |")
         print("|---:|---:|---:|")
-        best_rx = max((x["rx_mpps"] for x in pmd if x), default=None)
         print(f"| {fmt(med(pmd, 'rx_mpps'), '.3f')} | {fmt(med(pmd, 'tx_mpps'), '.3f')} "
               f"| {fmt(best_rx, '.3f')} |")
         result["testpmd"] = pmd
@@ -598,7 +598,6 @@ def main():
                   f"| {fmt(e and e['datagrams_per_s'], ',.0f')} | {fmt(share, '.1%')} "
                   f"| {fmt(e and e['server_ns_per_datagram'], '.0f')} |")
         best_echo = max((x["datagrams_per_s"] for x in echo if x), default=None)
-        best_rx = max((x["rx_mpps"] for x in pmd if x), default=None)
         best_share = best_echo / (best_rx * 1e6) if best_echo and best_rx else None
         pair_median = statistics.median(shares) if shares else None
         print(f"\nShare of testpmd: median of the pairs {fmt(pair_median, '.1%')}; "
