@@ -128,7 +128,8 @@ bool load_config_file(const std::string& path, RelayConfig& config, std::string&
   }
   Reader r(path, error);
   if (!r.only(root, "",
-              {"relay", "limits", "protocol", "rooms", "metrics", "shutdown", "filter", "dpdk"})) {
+              {"relay", "limits", "overload", "protocol", "rooms", "metrics", "shutdown", "filter",
+               "dpdk"})) {
     return false;
   }
   RelayConfig c = config;
@@ -174,6 +175,21 @@ bool load_config_file(const std::string& path, RelayConfig& config, std::string&
     if (!r.integer(*t, "limits", "member_backlog", c.member_backlog, 0, std::int64_t{1} << 40)) {
       return false;
     }
+  } else if (!error.empty()) {
+    return false;
+  }
+
+  if (const toml::table* t = r.section(root, "overload")) {
+    if (!r.only(*t, "overload",
+                {"hold_backlog", "slow_member_ms", "overflow_limit", "ring_limit"})) {
+      return false;
+    }
+    if (!r.integer(*t, "overload", "hold_backlog", c.hold_backlog, 0, std::int64_t{1} << 40)) {
+      return false;
+    }
+    if (!r.integer(*t, "overload", "slow_member_ms", c.slow_member_ms, 10, 60'000)) return false;
+    if (!r.integer(*t, "overload", "overflow_limit", c.overflow_limit, 16, 1 << 24)) return false;
+    if (!r.integer(*t, "overload", "ring_limit", c.ring_limit, 0, 1 << 20)) return false;
   } else if (!error.empty()) {
     return false;
   }

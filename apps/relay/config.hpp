@@ -8,6 +8,7 @@
 #include "dpdk_driver.hpp"
 #endif
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -37,9 +38,27 @@ struct RelayConfig {
   std::uint32_t incoming_bandwidth = 0;  // ENet host bandwidth limits (bytes/s), 0 = off
   std::uint32_t outgoing_bandwidth = 0;
   std::uint32_t max_message_size = 1 << 20;
-  // Bytes a member may have waiting (queued, in flight, unacknowledged) before copies to it are
-  // refused (send_failed): a member that does not keep up costs bounded memory. 0 = no limit.
+  // Bytes a member may have waiting (queued, in flight, unacknowledged): a member whose reliable
+  // copies would pass it is disconnected (kSlowConsumer); unreliable copies are shed past half
+  // of it. 0 = no limit.
   std::size_t member_backlog = 1 << 20;
+
+  // [overload]: back-pressure before the acknowledgement (relay.hpp).
+  // A member backlog (bytes) past which its room's members are held; released below half of
+  // it. 0 = a quarter of member_backlog (256 KiB when that is unlimited).
+  std::size_t hold_backlog = 0;
+  // A member that keeps its room held this long is disconnected (kSlowConsumer). Held ENet
+  // senders give up after about 5 s without an acknowledgement, so keep it well below that.
+  std::uint32_t slow_member_ms = 2000;
+  // Messages waiting for one other shard's ring past which the rooms fanning out to it are
+  // held; released below half of it.
+  std::size_t overflow_limit = 4096;
+  // For tests: cross-shard ring slots used (0 = all of them).
+  std::size_t ring_limit = 0;
+  std::size_t hold_threshold() const {
+    if (hold_backlog != 0) return hold_backlog;
+    return member_backlog != 0 ? std::max<std::size_t>(member_backlog / 4, 1) : 256 << 10;
+  }
 
   // [protocol]: how the relay speaks to every client (HostConfig's fields of the same names).
   bool checksum = false;           // ENet CRC32 on every datagram; clients must enable it too

@@ -44,6 +44,8 @@ constexpr const char* kUsage =
     "                  [--selective-acks on|off] [--ack-delay-ms MS]\n"
     "                  [--fast-retransmit on|off] [--congestion-window on|off]\n"
     "                  [--min-rto-ms MS] [--throttle-window on|off]\n"
+    "                  [--member-backlog BYTES] [--hold-backlog BYTES] [--slow-member-ms MS]\n"
+    "                  [--overflow-limit N] [--ring-limit N]\n"
     "                  [--dpdk-config FILE] [--dpdk-port SPEC] [--dpdk-ip A.B.C.D/NN] ...\n"
     "       tern-relay --help\n"
     "\n"
@@ -76,6 +78,12 @@ constexpr const char* kUsage =
     "                       a stall of either side is not taken for a dead link; 0: ENet's)\n"
     "  --throttle-window on|off  ENet's throttle also shrinks the reliable window as RTTs\n"
     "                       rise (default off: a client that fell behind gets full windows)\n"
+    "  --member-backlog B   bytes a member may have waiting; past it, disconnected (data 2)\n"
+    "  --hold-backlog B     a member backlog that holds its room's senders (default 1/4 of\n"
+    "                       member-backlog)\n"
+    "  --slow-member-ms MS  a member holding its room this long is disconnected (data 2)\n"
+    "  --overflow-limit N   messages waiting for another shard's ring that hold senders\n"
+    "  --ring-limit N       cross-shard ring slots used (for tests; 0 = all)\n"
     "\n"
     "DPDK (--driver dpdk): listen's PORT is the UDP port, the address is the DPDK one; the\n"
     "settings come from the config file's [dpdk] section (keys as config/dpdk-*.toml), then\n"
@@ -103,7 +111,9 @@ constexpr app::FlagSpec kFlags[] = {
     {"dpdk-mac", true},      {"dpdk-mbufs", true},      {"dpdk-huge", false},
     {"dpdk-eal", true},      {"checksum", true},        {"selective-acks", true},
     {"ack-delay-ms", true},  {"fast-retransmit", true}, {"congestion-window", true},
-    {"min-rto-ms", true},    {"throttle-window", true},
+    {"min-rto-ms", true},    {"throttle-window", true}, {"member-backlog", true},
+    {"hold-backlog", true},  {"slow-member-ms", true},  {"overflow-limit", true},
+    {"ring-limit", true},
 };
 
 int usage_error(const std::string& why) {
@@ -169,6 +179,31 @@ bool apply_flags(const app::CommandLine& cl, RelayConfig& c, std::string& why) {
     const auto n = app::parse_uint(*v, 0, 1000);
     if (!n) return why = "--min-rto-ms: must be 0..1000", false;
     c.min_rto_ms = static_cast<std::uint32_t>(*n);
+  }
+  if (auto v = cl.value("member-backlog")) {
+    const auto n = app::parse_uint(*v, 0, std::uint64_t{1} << 40);
+    if (!n) return why = "--member-backlog: must be 0..2^40 bytes", false;
+    c.member_backlog = *n;
+  }
+  if (auto v = cl.value("hold-backlog")) {
+    const auto n = app::parse_uint(*v, 0, std::uint64_t{1} << 40);
+    if (!n) return why = "--hold-backlog: must be 0..2^40 bytes", false;
+    c.hold_backlog = *n;
+  }
+  if (auto v = cl.value("slow-member-ms")) {
+    const auto n = app::parse_uint(*v, 10, 60'000);
+    if (!n) return why = "--slow-member-ms: must be 10..60000", false;
+    c.slow_member_ms = static_cast<std::uint32_t>(*n);
+  }
+  if (auto v = cl.value("overflow-limit")) {
+    const auto n = app::parse_uint(*v, 16, 1 << 24);
+    if (!n) return why = "--overflow-limit: must be 16..16777216", false;
+    c.overflow_limit = *n;
+  }
+  if (auto v = cl.value("ring-limit")) {
+    const auto n = app::parse_uint(*v, 0, 1 << 20);
+    if (!n) return why = "--ring-limit: must be 0..1048576", false;
+    c.ring_limit = *n;
   }
   if (auto v = cl.value("broadcast-rooms")) {
     c.broadcast_rooms.clear();
@@ -367,6 +402,17 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>(t.fast_retransmits),
       static_cast<unsigned long long>(t.timeouts), static_cast<unsigned long long>(t.tx_waits),
       static_cast<unsigned long long>(t.tx_dropped));
+  std::uint64_t holds = 0, slow = 0, queued = 0, overflow_hw = 0;
+  for (std::size_t i = 0; i < relay.shards(); ++i) {
+    holds += relay.stats(i).holds.load();
+    slow += relay.stats(i).slow_consumers.load();
+    queued += relay.stats(i).reliable_queued.load();
+    overflow_hw = std::max<std::uint64_t>(overflow_hw, relay.stats(i).overflow_high_water.load());
+  }
+  std::printf(" holds=%llu slow_consumers=%llu reliable_queued=%llu overflow_high_water=%llu",
+              static_cast<unsigned long long>(holds), static_cast<unsigned long long>(slow),
+              static_cast<unsigned long long>(queued),
+              static_cast<unsigned long long>(overflow_hw));
   for (std::size_t d = 0; d < kRelayDropCount; ++d) {
     std::printf(" %s=%llu", relay_drop_name(static_cast<RelayDrop>(d)),
                 static_cast<unsigned long long>(relay.drops(static_cast<RelayDrop>(d))));

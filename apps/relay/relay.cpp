@@ -18,12 +18,18 @@ namespace {
 // Cross-shard message kinds, in the top byte of ShardMessage::tag; the sending shard sits in
 // bits 32..47 and the room in the low 32 bits.
 enum Kind : std::uint64_t {
-  kJoin = 1,    // peer (on the sending shard) joined the room; data = its join order
-  kLeave = 2,   // peer left the room
-  kFanout = 3,  // deliver the packet to every local member of the room
-  kToPeer = 4,  // deliver the packet to `peer` (the streamer of a broadcast room) only
-  kBan = 5,     // the packet holds a BanRecord's address (16 bytes) and end (8 bytes, ms)
+  kJoin = 1,      // peer (on the sending shard) joined the room; data = its join order
+  kLeave = 2,     // peer left the room
+  kFanout = 3,    // deliver the packet to every local member of the room
+  kToPeer = 4,    // deliver the packet to `peer` (the streamer of a broadcast room) only
+  kBan = 5,       // the packet holds a BanRecord's address (16 bytes) and end (8 bytes, ms)
+  kPressure = 6,  // the sending shard's members of the room are past hold_backlog (data 1) or
+                  // no longer (data 0)
 };
+
+constexpr std::uint64_t kNever = ~std::uint64_t{0};
+constexpr std::uint64_t kRecheckUs = 1000;  // how often held rooms are looked at again
+constexpr std::uint64_t kRetryUs = 50;      // and queues a full ring refused
 
 std::uint64_t make_tag(Kind kind, std::size_t shard, std::uint32_t room) {
   return (std::uint64_t{kind} << 56) | (std::uint64_t{shard & 0xffff} << 32) | room;
@@ -59,12 +65,61 @@ struct Streamer {
   PeerHandle peer;
 };
 
-struct Room {
+// Why a member's intake is held (bits of Member::holds).
+constexpr std::uint8_t kHoldRoom = 1;  // its room's fan-out is backed up
+constexpr std::uint8_t kHoldRate = 2;  // over limits.message_rate or limits.peer_bandwidth
+
+// A first-in first-out queue that keeps its storage: it allocates only to grow past the most it
+// ever held, so queueing for a full ring is no allocation per message.
+template <class T>
+class Fifo {
+ public:
+  bool empty() const { return size_ == 0; }
+  std::size_t size() const { return size_; }
+  T& front() { return slots_[head_]; }
+  void pop_front() {
+    slots_[head_] = T{};
+    head_ = head_ + 1 == slots_.size() ? 0 : head_ + 1;
+    --size_;
+  }
+  void push_back(T&& value) {
+    if (size_ == slots_.size()) grow();
+    std::size_t at = head_ + size_;
+    if (at >= slots_.size()) at -= slots_.size();
+    slots_[at] = std::move(value);
+    ++size_;
+  }
+
+ private:
+  void grow() {
+    std::vector<T> bigger(std::max<std::size_t>(16, slots_.size() * 2));
+    for (std::size_t i = 0; i < size_; ++i) {
+      std::size_t at = head_ + i;
+      if (at >= slots_.size()) at -= slots_.size();
+      bigger[i] = std::move(slots_[at]);
+    }
+    slots_ = std::move(bigger);
+    head_ = 0;
+  }
+  std::vector<T> slots_;
+  std::size_t head_ = 0;
+  std::size_t size_ = 0;
+};
+
+struct Relay::Room {
   std::vector<PeerHandle> local;        // members on this shard
   std::vector<std::uint32_t> on_shard;  // members per shard (this one included)
   std::uint32_t total = 0;              // members on all shards
   bool broadcast = false;
   std::vector<Streamer> members;  // broadcast rooms only, every shard's members
+  // Overload. A member here is past overload.hold_backlog; the room fanned out while a queue to
+  // another shard was past overload.overflow_limit; other shards report their own members past
+  // hold_backlog. Any of them holds every member here.
+  bool local_pressure = false;
+  bool overflow_pressure = false;
+  std::uint32_t remote_pressure = 0;
+  bool held = false;
+  bool rechecking = false;  // listed in ShardState::pressured
 
   const Streamer* streamer() const {
     const Streamer* first = nullptr;
@@ -76,22 +131,32 @@ struct Room {
 };
 
 // Per peer slot of this shard's core: which room, and the token buckets of the limits.
-struct Member {
+struct Relay::Member {
   PeerHandle peer;
   std::uint32_t room = 0;
   std::uint32_t order = 0;
-  bool counted = false;  // holds one of the relay's max_peers places
-  double messages = 0;   // tokens: messages this peer may still send now
+  bool counted = false;    // holds one of the relay's max_peers places
+  bool leaving = false;    // the relay disconnected it; already out of its room
+  std::uint8_t holds = 0;  // kHold* bits
+  double messages = 0;     // tokens: messages this peer may still send now
   double bytes = 0;
   std::uint64_t refilled_us = 0;
+  std::uint64_t over_since_us = 0;    // backlog past hold_backlog since (0: it is not)
+  std::uint64_t rate_release_us = 0;  // kHoldRate: when the buckets allow a message again
 };
 
 struct Relay::ShardState {
   std::unordered_map<std::uint32_t, Room> rooms;
   std::vector<Member> members;  // by PeerHandle::slot
   std::size_t shard_count = 1;
-  std::vector<std::deque<rt::ShardMessage>> held;  // by target shard (see send_control)
-  bool retry_posted = false;
+  // By target shard: what its ring refused, and everything sent to it after that, in order.
+  std::vector<Fifo<rt::ShardMessage>> waiting;
+  std::size_t waiting_total = 0;
+  std::vector<std::uint32_t> pressured;  // rooms with local or overflow pressure (rechecked)
+  std::vector<PeerHandle> rate_held;
+  std::uint64_t next_recheck_us = 0;
+  std::uint64_t held = 0;
+  std::uint64_t rooms_held = 0;
 
   Member* member(PeerHandle p) {
     if (p.slot >= members.size() || members[p.slot].peer != p) return nullptr;
@@ -133,6 +198,7 @@ Relay::Relay(const RelayConfig& config)
         o.host.congestion_window = config.congestion_window;
         o.host.min_rto_ms = config.min_rto_ms;
         o.host.throttle_reliable_window = config.throttle_window;
+        o.cross_ring_limit = config.ring_limit;
         return o;
       }()) {
   const std::size_t n = std::max<std::size_t>(
@@ -141,12 +207,13 @@ Relay::Relay(const RelayConfig& config)
     auto st = std::make_unique<ShardState>();
     st->shard_count = n;
     st->members.resize(std::min<std::size_t>(config.max_peers, 65536));
-    st->held.resize(n);
+    st->waiting.resize(n);
     state_.push_back(std::move(st));
     stats_.push_back(std::make_unique<RelayShardStats>());
   }
   group_.set_event_handler([this](rt::Shard& s, Event& ev) { on_event(s, ev); });
   group_.set_message_handler([this](rt::Shard& s, rt::ShardMessage& m) { on_message(s, m); });
+  group_.set_tick_handler([this](rt::Shard& s) { return tick(s); });
 #if TERN_RELAY_HAVE_FILTER
   if (!config_.rules_path.empty()) {
     for (std::size_t i = 0; i < n; ++i) {
@@ -251,7 +318,7 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
       if (peers_.fetch_add(1, std::memory_order_relaxed) >= config_.max_peers) {
         peers_.fetch_sub(1, std::memory_order_relaxed);
         drop(RelayDrop::peer_limit);
-        s.core().disconnect(ev.peer, 0);
+        s.core().disconnect(ev.peer, kRefusedPeerLimit);
         return;
       }
       m.counted = true;
@@ -264,7 +331,7 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
       if (room.total >= config_.max_room_size) {
         if (room.total == 0) st.rooms.erase(room_id);
         drop(RelayDrop::room_full);
-        s.core().disconnect(ev.peer, 1);
+        s.core().disconnect(ev.peer, kRefusedRoomFull);
         return;
       }
       if (room.on_shard.empty()) {
@@ -280,6 +347,7 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
       if (room.broadcast) {
         room.members.push_back(Streamer{m.order, static_cast<std::uint32_t>(me), ev.peer});
       }
+      if (room.held) set_hold(s, m, kHoldRoom, true);
       bump(stats.members);
       stats.rooms.store(st.rooms.size(), std::memory_order_relaxed);
       for (std::size_t t = 0; t < st.shard_count; ++t) {
@@ -297,37 +365,29 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
       Member* m = st.member(ev.peer);
       if (m == nullptr) return;
       if (m->counted) peers_.fetch_sub(1, std::memory_order_relaxed);
-      const std::uint32_t room_id = m->room;
-      m->peer = PeerHandle{};
-      if (room_id == 0) return;
-      auto it = st.rooms.find(room_id);
-      if (it == st.rooms.end()) return;
-      Room& room = it->second;
-      std::erase(room.local, ev.peer);
-      --room.on_shard[me];
-      --room.total;
-      if (room.broadcast) {
-        std::erase_if(room.members,
-                      [&](const Streamer& x) { return x.shard == me && x.peer == ev.peer; });
+      if (!m->leaving) leave_room(s, *m);
+      if (m->holds != 0) {
+        --st.held;
+        stats.held.store(st.held, std::memory_order_relaxed);
       }
-      if (room.total == 0) st.rooms.erase(it);
-      stats.members.store(stats.members.load(std::memory_order_relaxed) - 1,
-                          std::memory_order_relaxed);
-      stats.rooms.store(st.rooms.size(), std::memory_order_relaxed);
-      for (std::size_t t = 0; t < st.shard_count; ++t) {
-        if (t == me) continue;
-        rt::ShardMessage msg;
-        msg.tag = make_tag(kLeave, me, room_id);
-        msg.peer = ev.peer;
-        send_control(s, t, std::move(msg));
-      }
+      *m = Member{};
       return;
     }
 
     case EventType::receive: {
       Member* m = st.member(ev.peer);
       if (m == nullptr || m->room == 0) return drop(RelayDrop::no_room);
-      if (ev.packet.size() > config_.max_message_size) return drop(RelayDrop::too_large);
+      const bool reliable = ev.delivery == Delivery::reliable;
+      if (ev.packet.size() > config_.max_message_size) {
+        drop(RelayDrop::too_large);
+        // Acknowledged already: relayed to no one, so the sender must not stay on as if it had
+        // been (the core's max_packet_size refuses most such messages before the ack).
+        if (reliable) {
+          bump(stats.abusive);
+          drop_member(s, *m, kMessageTooLarge);
+        }
+        return;
+      }
 #if TERN_RELAY_HAVE_FILTER
       if (!filters_.empty()) {
         filter::ShardFilter& f = *filters_[me];
@@ -340,23 +400,39 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
       if (config_.max_message_rate != 0 || config_.max_peer_bandwidth != 0) {
         const std::uint64_t now = s.now_us();
         const double seconds = static_cast<double>(now - m->refilled_us) / 1e6;
+        const auto size = static_cast<double>(ev.packet.size());
         m->refilled_us = now;
+        double wait_s = 0;  // until the buckets allow another message
         if (config_.max_message_rate != 0) {
-          m->messages = std::min<double>(config_.max_message_rate,
-                                         m->messages + seconds * config_.max_message_rate);
-          if (m->messages < 1) return drop(RelayDrop::rate_limited);
+          const double rate = config_.max_message_rate;
+          m->messages = std::min(rate, m->messages + seconds * rate);
+          if (m->messages < 1 && !reliable) return drop(RelayDrop::rate_limited);
         }
         if (config_.max_peer_bandwidth != 0) {
-          m->bytes = std::min<double>(config_.max_peer_bandwidth,
-                                      m->bytes + seconds * config_.max_peer_bandwidth);
-          if (m->bytes < static_cast<double>(ev.packet.size())) {
-            return drop(RelayDrop::bandwidth_limited);
-          }
-          m->bytes -= static_cast<double>(ev.packet.size());
+          const double bw = config_.max_peer_bandwidth;
+          m->bytes = std::min(bw, m->bytes + seconds * bw);
+          if (m->bytes < size && !reliable) return drop(RelayDrop::bandwidth_limited);
+          m->bytes -= size;
+          if (m->bytes < 0) wait_s = -m->bytes / bw;
         }
-        if (config_.max_message_rate != 0) m->messages -= 1;
+        if (config_.max_message_rate != 0) {
+          m->messages -= 1;
+          if (m->messages < 1)
+            wait_s = std::max(wait_s, (1 - m->messages) / config_.max_message_rate);
+        }
+        // A reliable message was acknowledged on arrival, so it goes on; its sender is held
+        // (its own window stops it) until the buckets have refilled.
+        if (reliable && wait_s > 0) {
+          m->rate_release_us = now + static_cast<std::uint64_t>(wait_s * 1e6) + 1;
+          if ((m->holds & kHoldRate) == 0) {
+            set_hold(s, *m, kHoldRate, true);
+            bump(stats.rate_holds);
+            st.rate_held.push_back(m->peer);
+          }
+        }
       }
-      auto it = st.rooms.find(m->room);
+      const std::uint32_t room_id = m->room;
+      auto it = st.rooms.find(room_id);
       if (it == st.rooms.end()) return;
       Room& room = it->second;
       bump(stats.messages_in);
@@ -367,21 +443,20 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
         if (first != nullptr && !(first->shard == me && first->peer == ev.peer)) {
           // A spectator speaks: only the streamer hears it.
           if (first->shard == me) {
-            if (s.core().send(first->peer, ev.channel, ev.delivery, ev.packet) == SendResult::ok) {
-              ++copies;
-            } else {
-              drop(RelayDrop::send_failed);
-            }
+            const PeerHandle to = first->peer;
+            std::size_t deepest = 0;
+            copies = s.core().send_many(std::span(&to, 1), ev.channel, ev.delivery, ev.packet,
+                                        PeerHandle{}, &deepest);
+            if (copies == 0) after_refusals(s, room_id, room, ev.delivery, ev.packet.size(), 1);
+            fanned_out(s, room_id, room, deepest);
           } else {
             rt::ShardMessage msg;
-            msg.tag = make_tag(kToPeer, me, m->room);
+            msg.tag = make_tag(kToPeer, me, room_id);
             msg.peer = first->peer;
             msg.channel = ev.channel;
             msg.delivery = ev.delivery;
             msg.packet = ev.packet;
-            if (!s.send_to_shard(first->shard, std::move(msg))) {
-              drop(RelayDrop::cross_shard_full);
-            }
+            forward(s, first->shard, std::move(msg));
           }
           bump(stats.copies_out, copies);
           return;
@@ -391,19 +466,30 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
       const auto others = static_cast<std::size_t>(
           std::count_if(room.local.begin(), room.local.end(),
                         [&](const PeerHandle& to) { return to != ev.peer; }));
-      copies = s.core().send_many(room.local, ev.channel, ev.delivery, ev.packet, ev.peer);
+      std::size_t deepest = 0;
+      copies =
+          s.core().send_many(room.local, ev.channel, ev.delivery, ev.packet, ev.peer, &deepest);
       if (copies != others) {
-        bump(stats.drops[static_cast<std::size_t>(RelayDrop::send_failed)], others - copies);
+        after_refusals(s, room_id, room, ev.delivery, ev.packet.size(), others - copies);
       }
       for (std::size_t t = 0; t < st.shard_count; ++t) {
         if (t == me || room.on_shard[t] == 0) continue;
         rt::ShardMessage msg;
-        msg.tag = make_tag(kFanout, me, m->room);
+        msg.tag = make_tag(kFanout, me, room_id);
         msg.channel = ev.channel;
         msg.delivery = ev.delivery;
         msg.packet = ev.packet;  // one more reference, not a copy
-        if (!s.send_to_shard(t, std::move(msg))) drop(RelayDrop::cross_shard_full);
+        forward(s, t, std::move(msg));
+        if (st.waiting[t].size() >= config_.overflow_limit && !room.overflow_pressure) {
+          room.overflow_pressure = true;
+          update_room_hold(s, room);
+          if (!room.rechecking) {
+            room.rechecking = true;
+            st.pressured.push_back(room_id);
+          }
+        }
       }
+      fanned_out(s, room_id, room, deepest);
       bump(stats.copies_out, copies);
       return;
     }
@@ -443,18 +529,36 @@ void Relay::on_message(rt::Shard& s, rt::ShardMessage& m) {
         std::erase_if(room.members,
                       [&](const Streamer& x) { return x.shard == from && x.peer == m.peer; });
       }
-      if (room.total == 0) st.rooms.erase(it);
+      if (room.total == 0) {
+        if (room.held) --st.rooms_held;
+        st.rooms.erase(it);
+      }
       stats.rooms.store(st.rooms.size(), std::memory_order_relaxed);
+      stats.rooms_held.store(st.rooms_held, std::memory_order_relaxed);
+      return;
+    }
+    case kPressure: {
+      auto it = st.rooms.find(room_id);
+      if (it == st.rooms.end()) return;
+      Room& room = it->second;
+      if (m.data != 0) {
+        ++room.remote_pressure;
+      } else if (room.remote_pressure > 0) {
+        --room.remote_pressure;
+      }
+      update_room_hold(s, room);
       return;
     }
     case kFanout: {
       auto it = st.rooms.find(room_id);
       if (it == st.rooms.end()) return;
-      const std::vector<PeerHandle>& local = it->second.local;
-      const std::size_t copies = s.core().send_many(local, m.channel, m.delivery, m.packet);
-      if (copies != local.size()) {
-        bump(stats.drops[static_cast<std::size_t>(RelayDrop::send_failed)], local.size() - copies);
-      }
+      Room& room = it->second;
+      std::size_t deepest = 0;
+      const std::size_t n = room.local.size();
+      const std::size_t copies =
+          s.core().send_many(room.local, m.channel, m.delivery, m.packet, PeerHandle{}, &deepest);
+      if (copies != n) after_refusals(s, room_id, room, m.delivery, m.packet.size(), n - copies);
+      fanned_out(s, room_id, room, deepest);
       bump(stats.copies_out, copies);
       return;
     }
@@ -471,44 +575,321 @@ void Relay::on_message(rt::Shard& s, rt::ShardMessage& m) {
       return;
     }
     case kToPeer: {
-      if (st.member(m.peer) == nullptr) return;  // the streamer left meanwhile
-      if (s.core().send(m.peer, m.channel, m.delivery, std::move(m.packet)) == SendResult::ok) {
+      Member* to = st.member(m.peer);
+      if (to == nullptr || to->leaving) return;  // the streamer left meanwhile
+      auto it = st.rooms.find(to->room);
+      if (it == st.rooms.end()) return;
+      std::size_t deepest = 0;
+      const PeerHandle peer = m.peer;
+      if (s.core().send_many(std::span(&peer, 1), m.channel, m.delivery, m.packet, PeerHandle{},
+                             &deepest) == 1) {
         bump(stats.copies_out);
       } else {
-        bump(stats.drops[static_cast<std::size_t>(RelayDrop::send_failed)]);
+        after_refusals(s, to->room, it->second, m.delivery, m.packet.size(), 1);
       }
+      fanned_out(s, it->first, it->second, deepest);
       return;
     }
   }
 }
 
+// ---- cross-shard queues ------------------------------------------------------------------
+
 void Relay::send_control(rt::Shard& s, std::size_t target, rt::ShardMessage message) {
   ShardState& st = *state_[s.index()];
-  std::deque<rt::ShardMessage>& q = st.held[target];
-  // send_to_shard consumes its argument even when the ring refuses it, hence the copy (a
-  // control message carries at most a small packet, by reference).
-  if (q.empty() && s.send_to_shard(target, message)) return;
+  Fifo<rt::ShardMessage>& q = st.waiting[target];
+  if (q.empty() && s.offer_to_shard(target, message)) return;
   q.push_back(std::move(message));
+  ++st.waiting_total;
   bump(stats_[s.index()]->control_held);
-  if (!st.retry_posted) {
-    st.retry_posted = true;
-    group_.post(s.index(), [this](rt::Shard& sh) { retry_held(sh); });
+}
+
+void Relay::forward(rt::Shard& s, std::size_t target, rt::ShardMessage message) {
+  ShardState& st = *state_[s.index()];
+  RelayShardStats& stats = *stats_[s.index()];
+  Fifo<rt::ShardMessage>& q = st.waiting[target];
+  if (q.empty() && s.offer_to_shard(target, message)) return;
+  if (message.delivery != Delivery::reliable) {
+    // Shed rather than queued: nothing overtakes what waits, and the queue is for what must
+    // arrive.
+    bump(stats.drops[static_cast<std::size_t>(RelayDrop::cross_shard_full)]);
+    return;
+  }
+  q.push_back(std::move(message));
+  ++st.waiting_total;
+  bump(stats.reliable_queued);
+  if (st.waiting_total > stats.overflow_high_water.load(std::memory_order_relaxed)) {
+    stats.overflow_high_water.store(st.waiting_total, std::memory_order_relaxed);
   }
 }
 
-void Relay::retry_held(rt::Shard& s) {
+void Relay::drain_overflow(rt::Shard& s) {
   ShardState& st = *state_[s.index()];
-  st.retry_posted = false;
-  bool left = false;
-  for (std::size_t t = 0; t < st.held.size(); ++t) {
-    std::deque<rt::ShardMessage>& q = st.held[t];
-    while (!q.empty() && s.send_to_shard(t, q.front())) q.pop_front();
-    left = left || !q.empty();
+  if (st.waiting_total == 0) return;
+  for (std::size_t t = 0; t < st.waiting.size(); ++t) {
+    Fifo<rt::ShardMessage>& q = st.waiting[t];
+    while (!q.empty() && s.offer_to_shard(t, q.front())) {
+      q.pop_front();
+      --st.waiting_total;
+    }
   }
-  if (left) {
-    // Next iteration: the target drains its rings meanwhile.
-    st.retry_posted = true;
-    group_.post(s.index(), [this](rt::Shard& sh) { retry_held(sh); });
+}
+
+// Once per poll iteration (rt::ShardTickHandler).
+std::uint64_t Relay::tick(rt::Shard& s) {
+  ShardState& st = *state_[s.index()];
+  RelayShardStats& stats = *stats_[s.index()];
+  drain_overflow(s);
+  stats.overflow.store(st.waiting_total, std::memory_order_relaxed);
+  const std::uint64_t now = s.now_us();
+  std::uint64_t next = kNever;
+  if (!st.pressured.empty()) {
+    if (now >= st.next_recheck_us) {
+      recheck_rooms(s);
+      st.next_recheck_us = now + kRecheckUs;
+    }
+    if (!st.pressured.empty()) next = st.next_recheck_us;
+  }
+  if (!st.rate_held.empty()) {
+    release_rate_holds(s);
+    for (const PeerHandle& p : st.rate_held) {
+      if (const Member* m = st.member(p)) next = std::min(next, m->rate_release_us);
+    }
+  }
+  // The other shard makes room in its ring as it drains it, without telling us: look again soon.
+  if (st.waiting_total != 0) next = std::min(next, now + kRetryUs);
+  return next;
+}
+
+// ---- overload ------------------------------------------------------------------------------
+
+void Relay::fanned_out(rt::Shard& s, std::uint32_t room_id, Room& room, std::size_t deepest) {
+  RelayShardStats& stats = *stats_[s.index()];
+  if (deepest > stats.backlog_high_water.load(std::memory_order_relaxed)) {
+    stats.backlog_high_water.store(deepest, std::memory_order_relaxed);
+  }
+  if (deepest >= config_.hold_threshold() && !room.local_pressure) {
+    set_local_pressure(s, room_id, room, true);
+  }
+}
+
+// Some copies of one message were refused. A member leaving anyway is not counted; an
+// unreliable copy was shed (its member's backlog is past half member_backlog); a reliable copy
+// means the member's backlog is at member_backlog: it cannot keep up and is disconnected, so
+// it is not left connected with a hole in its stream.
+void Relay::after_refusals(rt::Shard& s, std::uint32_t room_id, Room& room, Delivery delivery,
+                           std::size_t size, std::size_t refused) {
+  ShardState& st = *state_[s.index()];
+  RelayShardStats& stats = *stats_[s.index()];
+  (void)room_id;
+  std::vector<PeerHandle> slow;
+  std::size_t leaving = 0;
+  for (const PeerHandle& p : room.local) {
+    if (s.core().peer_state(p) != PeerState::connected) {
+      ++leaving;
+    } else if (delivery == Delivery::reliable && config_.member_backlog != 0 &&
+               s.core().queued_bytes(p) + size > config_.member_backlog) {
+      slow.push_back(p);
+    }
+  }
+  if (delivery != Delivery::reliable) {
+    const std::size_t shed = refused - std::min(refused, leaving);
+    bump(stats.drops[static_cast<std::size_t>(RelayDrop::send_failed)], shed);
+    return;
+  }
+  for (const PeerHandle& p : slow) {
+    if (Member* m = st.member(p)) {
+      bump(stats.slow_consumers);
+      drop_member(s, *m, kSlowConsumer);
+    }
+  }
+}
+
+void Relay::set_local_pressure(rt::Shard& s, std::uint32_t room_id, Room& room, bool on) {
+  ShardState& st = *state_[s.index()];
+  if (room.local_pressure == on) return;
+  room.local_pressure = on;
+  // Every shard knows every room with a member anywhere (joins go to all), and the order of
+  // the queue keeps a room's join ahead of its pressure.
+  for (std::size_t t = 0; t < st.shard_count; ++t) {
+    if (t == s.index()) continue;
+    rt::ShardMessage msg;
+    msg.tag = make_tag(kPressure, s.index(), room_id);
+    msg.data = on ? 1 : 0;
+    send_control(s, t, std::move(msg));
+  }
+  update_room_hold(s, room);
+  if (on && !room.rechecking) {
+    room.rechecking = true;
+    st.pressured.push_back(room_id);
+  }
+}
+
+void Relay::update_room_hold(rt::Shard& s, Room& room) {
+  ShardState& st = *state_[s.index()];
+  const bool want = room.local_pressure || room.overflow_pressure || room.remote_pressure > 0;
+  if (want == room.held) return;
+  room.held = want;
+  if (want) {
+    ++st.rooms_held;
+  } else {
+    --st.rooms_held;
+  }
+  stats_[s.index()]->rooms_held.store(st.rooms_held, std::memory_order_relaxed);
+  for (const PeerHandle& p : room.local) {
+    if (Member* m = st.member(p)) set_hold(s, *m, kHoldRoom, want);
+  }
+}
+
+void Relay::set_hold(rt::Shard& s, Member& m, std::uint8_t reason, bool on) {
+  ShardState& st = *state_[s.index()];
+  RelayShardStats& stats = *stats_[s.index()];
+  const bool was = m.holds != 0;
+  m.holds = on ? static_cast<std::uint8_t>(m.holds | reason)
+               : static_cast<std::uint8_t>(m.holds & ~reason);
+  const bool is = m.holds != 0;
+  if (was == is) return;
+  // Released: what it sent meanwhile is acknowledged and delivered now (events before the flush).
+  s.core().hold_intake(m.peer, is);
+  if (is) {
+    ++st.held;
+    bump(stats.holds);
+  } else {
+    --st.held;
+  }
+  stats.held.store(st.held, std::memory_order_relaxed);
+}
+
+// Every kRecheckUs while any room here is under pressure: is it over, and which members keep it
+// on for too long.
+void Relay::recheck_rooms(rt::Shard& s) {
+  ShardState& st = *state_[s.index()];
+  RelayShardStats& stats = *stats_[s.index()];
+  const std::uint64_t now = s.now_us();
+  const std::size_t hold = config_.hold_threshold();
+  const std::uint64_t slow_us = std::uint64_t{config_.slow_member_ms} * 1000;
+  std::vector<PeerHandle> slow;
+  for (std::size_t i = 0; i < st.pressured.size();) {
+    const std::uint32_t room_id = st.pressured[i];
+    auto it = st.rooms.find(room_id);
+    if (it == st.rooms.end()) {
+      st.pressured[i] = st.pressured.back();
+      st.pressured.pop_back();
+      continue;
+    }
+    Room& room = it->second;
+    if (room.local_pressure) {
+      std::size_t deepest = 0;
+      slow.clear();
+      for (const PeerHandle& p : room.local) {
+        Member* m = st.member(p);
+        if (m == nullptr) continue;
+        const std::size_t backlog = s.core().queued_bytes(p);
+        deepest = std::max(deepest, backlog);
+        if (backlog < hold) {
+          m->over_since_us = 0;
+        } else if (m->over_since_us == 0) {
+          m->over_since_us = now;
+        } else if (now - m->over_since_us >= slow_us) {
+          slow.push_back(p);
+        }
+      }
+      for (const PeerHandle& p : slow) {
+        if (Member* m = st.member(p)) {
+          bump(stats.slow_consumers);
+          drop_member(s, *m, kSlowConsumer);
+        }
+      }
+      // drop_member may have emptied the room (erased): look it up again.
+      it = st.rooms.find(room_id);
+      if (it == st.rooms.end()) continue;  // erased: dropped from the list on the next pass
+      if (!slow.empty()) {
+        deepest = 0;
+        for (const PeerHandle& p : it->second.local) {
+          deepest = std::max(deepest, s.core().queued_bytes(p));
+        }
+      }
+      if (deepest < hold / 2) set_local_pressure(s, room_id, it->second, false);
+    }
+    Room& r = it->second;
+    if (r.overflow_pressure) {
+      bool clear = true;
+      for (std::size_t t = 0; t < st.shard_count; ++t) {
+        if (t != s.index() && r.on_shard[t] != 0 &&
+            st.waiting[t].size() > config_.overflow_limit / 2) {
+          clear = false;
+        }
+      }
+      if (clear) {
+        r.overflow_pressure = false;
+        update_room_hold(s, r);
+      }
+    }
+    if (!r.local_pressure && !r.overflow_pressure) {
+      r.rechecking = false;
+      st.pressured[i] = st.pressured.back();
+      st.pressured.pop_back();
+      continue;
+    }
+    ++i;
+  }
+}
+
+void Relay::release_rate_holds(rt::Shard& s) {
+  ShardState& st = *state_[s.index()];
+  const std::uint64_t now = s.now_us();
+  for (std::size_t i = 0; i < st.rate_held.size();) {
+    Member* m = st.member(st.rate_held[i]);
+    if (m != nullptr && (m->holds & kHoldRate) != 0 && now < m->rate_release_us) {
+      ++i;
+      continue;
+    }
+    if (m != nullptr) set_hold(s, *m, kHoldRate, false);
+    st.rate_held[i] = st.rate_held.back();
+    st.rate_held.pop_back();
+  }
+}
+
+// Out of its room at once (no copy reaches it after the one it missed), then disconnected
+// gracefully with `data`; its disconnect event finds it gone from the room already.
+void Relay::drop_member(rt::Shard& s, Member& m, std::uint32_t data) {
+  if (m.leaving) return;
+  leave_room(s, m);
+  m.leaving = true;
+  s.core().disconnect(m.peer, data);
+}
+
+void Relay::leave_room(rt::Shard& s, Member& m) {
+  ShardState& st = *state_[s.index()];
+  RelayShardStats& stats = *stats_[s.index()];
+  const std::size_t me = s.index();
+  const std::uint32_t room_id = m.room;
+  m.room = 0;
+  if (room_id == 0) return;
+  auto it = st.rooms.find(room_id);
+  if (it == st.rooms.end()) return;
+  Room& room = it->second;
+  std::erase(room.local, m.peer);
+  --room.on_shard[me];
+  --room.total;
+  if (room.broadcast) {
+    std::erase_if(room.members,
+                  [&](const Streamer& x) { return x.shard == me && x.peer == m.peer; });
+  }
+  if (room.local.empty() && room.local_pressure) set_local_pressure(s, room_id, room, false);
+  if (room.total == 0) {
+    if (room.held) --st.rooms_held;
+    st.rooms.erase(it);
+  }
+  stats.members.store(stats.members.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+  stats.rooms.store(st.rooms.size(), std::memory_order_relaxed);
+  stats.rooms_held.store(st.rooms_held, std::memory_order_relaxed);
+  for (std::size_t t = 0; t < st.shard_count; ++t) {
+    if (t == me) continue;
+    rt::ShardMessage msg;
+    msg.tag = make_tag(kLeave, me, room_id);
+    msg.peer = m.peer;
+    send_control(s, t, std::move(msg));
   }
 }
 
@@ -587,6 +968,35 @@ std::string Relay::metrics_text() const {
   per_shard("tern_relay_control_held_total", "counter",
             "Joins, leaves and bans a full cross-shard ring refused; held and sent in order.",
             [&](std::size_t i) { return stats_[i]->control_held.load(); });
+  per_shard("tern_relay_reliable_queued_total", "counter",
+            "Reliable copies a full cross-shard ring refused; held and sent in order.",
+            [&](std::size_t i) { return stats_[i]->reliable_queued.load(); });
+  per_shard("tern_relay_overflow", "gauge",
+            "Messages waiting for room in the rings to other shards.",
+            [&](std::size_t i) { return stats_[i]->overflow.load(); });
+  per_shard("tern_relay_overflow_high_water", "gauge",
+            "The most messages that ever waited for the rings to other shards.",
+            [&](std::size_t i) { return stats_[i]->overflow_high_water.load(); });
+  per_shard("tern_relay_backlog_high_water_bytes", "gauge",
+            "The deepest member backlog (queued, in flight, unacknowledged) seen after a fan-out.",
+            [&](std::size_t i) { return stats_[i]->backlog_high_water.load(); });
+  per_shard("tern_relay_holds_total", "counter",
+            "Times a member's new reliable messages were held unacknowledged (back-pressure).",
+            [&](std::size_t i) { return stats_[i]->holds.load(); });
+  per_shard("tern_relay_rate_holds_total", "counter",
+            "Holds for the message rate or bandwidth limits.",
+            [&](std::size_t i) { return stats_[i]->rate_holds.load(); });
+  per_shard("tern_relay_senders_held", "gauge", "Members whose intake is held now.",
+            [&](std::size_t i) { return stats_[i]->held.load(); });
+  per_shard("tern_relay_rooms_held", "gauge",
+            "Rooms whose members are held now (a backlog here or on another shard).",
+            [&](std::size_t i) { return stats_[i]->rooms_held.load(); });
+  per_shard("tern_relay_slow_consumers_total", "counter",
+            "Members disconnected because they could not keep up (disconnect data 2).",
+            [&](std::size_t i) { return stats_[i]->slow_consumers.load(); });
+  per_shard("tern_relay_abusive_total", "counter",
+            "Members disconnected for a reliable message over limits.message_size (data 3).",
+            [&](std::size_t i) { return stats_[i]->abusive.load(); });
   per_shard("tern_relay_tx_dropped_total", "counter",
             "Datagrams the driver could not send (full transmit queue, unresolved next hop).",
             [&](std::size_t i) { return group_.counters(i).tx_dropped; });

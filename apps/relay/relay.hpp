@@ -7,9 +7,19 @@
 // join/leave messages on the cross-shard rings, and forwards a message once per other shard
 // that has members; that shard fans it out to its own. In broadcast rooms only the earliest
 // member still present (the streamer) reaches everyone; the others reach the streamer only.
-// A forwarded message a full ring refuses is dropped and counted (cross_shard_full), like any
-// datagram lost in transit; a join, leave or ban is held and sent again, in order, until the
-// ring takes it, since a lost one would leave the shards' views of a room different for good.
+// What a full ring refuses waits in a per-target queue, and so does everything after it, sent
+// in order as the ring drains: joins, leaves, bans and reliable copies are never lost;
+// unreliable copies are shed (cross_shard_full) rather than queued behind them.
+//
+// The promise (DESIGN §8): a reliable message the relay acknowledged reaches every member that
+// stays connected, in order per sender and channel. Overload is met before the acknowledgement:
+// when a room's fan-out backs up (a member's backlog past overload.hold_backlog, or the queue to
+// another shard past overload.overflow_limit) every member of the room is held
+// (HostCore::hold_intake: its new reliable messages are kept unacknowledged, so its own ENet
+// window stops it) until the backlog halves. The rate and bandwidth limits hold a sender the
+// same way. A member that cannot keep up (its backlog reaches limits.member_backlog, or it keeps
+// its room held for overload.slow_member_ms) is disconnected with data kSlowConsumer. Unreliable
+// copies are shed first: past half a member's backlog, or over the rate limits.
 #pragma once
 
 #include "config.hpp"
@@ -30,16 +40,24 @@
 
 namespace tern::relay {
 
-#define TERN_RELAY_DROPS(X)                                            \
-  X(no_room, "message from a client that joined no room")              \
-  X(room_full, "connect refused: the room is at its size limit")       \
-  X(peer_limit, "connect refused: the relay is at its peer limit")     \
-  X(rate_limited, "message over the per-peer message rate")            \
-  X(bandwidth_limited, "message over the per-peer incoming bandwidth") \
-  X(too_large, "message larger than limits.message_size")              \
-  X(send_failed, "the protocol core refused a copy (queue or state)")  \
-  X(cross_shard_full, "a shard's ring to another shard was full")      \
+// Every one is counted; none is a reliable copy the relay acknowledged (those are delivered or
+// their receiver disconnected).
+#define TERN_RELAY_DROPS(X)                                                                \
+  X(no_room, "message from a client that joined no room")                                  \
+  X(room_full, "connect refused: the room is at its size limit")                           \
+  X(peer_limit, "connect refused: the relay is at its peer limit")                         \
+  X(rate_limited, "unreliable message over the per-peer message rate")                     \
+  X(bandwidth_limited, "unreliable message over the per-peer incoming bandwidth")          \
+  X(too_large, "message larger than limits.message_size (a reliable one disconnects)")     \
+  X(send_failed, "unreliable copy shed: the member's backlog is past half member_backlog") \
+  X(cross_shard_full, "unreliable copy shed: the queue to another shard was not empty")    \
   X(filtered, "message dropped by a payload filter rule (message scope)")
+
+// Disconnect data the relay sends with the reasons it turns a client away.
+inline constexpr std::uint32_t kRefusedPeerLimit = 0;
+inline constexpr std::uint32_t kRefusedRoomFull = 1;
+inline constexpr std::uint32_t kSlowConsumer = 2;     // could not keep up with its room
+inline constexpr std::uint32_t kMessageTooLarge = 3;  // sent a reliable message over the limit
 
 enum class RelayDrop : std::uint8_t {
 #define TERN_RELAY_DROP_ENUM(name, text) name,
@@ -60,6 +78,17 @@ struct RelayShardStats {
   std::array<std::atomic<std::uint64_t>, kRelayDropCount> drops{};
   // Joins, leaves and bans a full ring refused, held and sent again in order (never lost).
   std::atomic<std::uint64_t> control_held{0};
+  // Overload (see the header comment).
+  std::atomic<std::uint64_t> reliable_queued{0};      // reliable copies a full ring made wait
+  std::atomic<std::uint64_t> overflow{0};             // messages waiting for rings (gauge)
+  std::atomic<std::uint64_t> overflow_high_water{0};  // the most that ever waited
+  std::atomic<std::uint64_t> backlog_high_water{0};   // the deepest member backlog seen, bytes
+  std::atomic<std::uint64_t> holds{0};                // times a member's intake was held
+  std::atomic<std::uint64_t> held{0};                 // members held now (gauge)
+  std::atomic<std::uint64_t> rooms_held{0};           // rooms held now on this shard (gauge)
+  std::atomic<std::uint64_t> rate_holds{0};           // holds for the rate/bandwidth limits
+  std::atomic<std::uint64_t> slow_consumers{0};       // members disconnected, kSlowConsumer
+  std::atomic<std::uint64_t> abusive{0};              // disconnected, kMessageTooLarge
 };
 
 class Relay {
@@ -103,8 +132,24 @@ class Relay {
   void on_message(rt::Shard& s, rt::ShardMessage& m);
   // Membership and bans must reach every shard, in order: what a full ring refuses waits in a
   // per-target queue (and so does everything after it) and is retried every iteration.
+  // Reliable copies and control messages wait too; unreliable copies are shed instead.
   void send_control(rt::Shard& s, std::size_t target, rt::ShardMessage message);
-  void retry_held(rt::Shard& s);
+  void forward(rt::Shard& s, std::size_t target, rt::ShardMessage message);
+  std::uint64_t tick(rt::Shard& s);
+  void drain_overflow(rt::Shard& s);
+  // Overload: a room's pressure, its members' holds, slow consumers.
+  struct Room;
+  struct Member;
+  void fanned_out(rt::Shard& s, std::uint32_t room_id, Room& room, std::size_t deepest);
+  void after_refusals(rt::Shard& s, std::uint32_t room_id, Room& room, Delivery delivery,
+                      std::size_t size, std::size_t refused);
+  void set_local_pressure(rt::Shard& s, std::uint32_t room_id, Room& room, bool on);
+  void update_room_hold(rt::Shard& s, Room& room);
+  void set_hold(rt::Shard& s, Member& m, std::uint8_t reason, bool on);
+  void recheck_rooms(rt::Shard& s);
+  void release_rate_holds(rt::Shard& s);
+  void drop_member(rt::Shard& s, Member& m, std::uint32_t data);
+  void leave_room(rt::Shard& s, Member& m);
   std::size_t filter_batch(rt::Shard& s, std::span<rt::RxFrame> frames);
   void share_new_bans(rt::Shard& s);
   void filter_metrics(std::ostream& o) const;

@@ -88,6 +88,10 @@ struct InCmd {
   std::uint32_t fragments_remaining = 0;
   std::uint32_t accounted = 0;  // bytes charged to the waiting-data caps
   bool reassembling = false;    // an incomplete fragment set (charged to reassembly_bytes)
+  // Taken while the sender's intake was held (HostCore::hold_intake): not yet acknowledged,
+  // and acknowledged with the send time of the newest datagram that carried it on release.
+  bool ack_withheld = false;
+  std::uint16_t ack_sent_time = 0;
   Packet packet;
   Packet bitmap;  // fragment sets: one bit per fragment received
 };
@@ -253,6 +257,7 @@ struct PeerExtra {
   std::uint32_t throttle_deceleration;
   std::uint32_t incoming_bandwidth = 0;
   std::uint32_t outgoing_bandwidth = 0;
+  std::uint32_t withheld = 0;  // reliable commands taken but not acknowledged (hold_intake)
   std::array<std::uint32_t, kStatCount> stat_high{};
 };
 
@@ -323,6 +328,8 @@ struct Peer {
   bool selective_acks : 1 = false;
   // We accepted this connection's CONNECT (we are its server side).
   bool accepted : 1 = false;
+  // HostCore::hold_intake: new reliable commands are kept unacknowledged and undelivered.
+  bool intake_held : 1 = false;
 
   bool connected_like() const {
     return state == PeerState::connected || state == PeerState::disconnect_later;
@@ -411,7 +418,9 @@ class EventRing {
   std::size_t count_ = 0;
 };
 
-enum class Handled { ok, stop };
+// ok: acknowledge it (if it asks) and go on; stop: the rest of the datagram is not read;
+// withheld: go on without acknowledging it (HostCore::hold_intake).
+enum class Handled { ok, stop, withheld };
 
 }  // namespace
 
@@ -1217,6 +1226,7 @@ struct HostCore::Impl {
   // sequenced behind the last of them, unreliable messages held behind each reliable message
   // are released right after it: the same order, fewer needless drops.
   void dispatch_reliable(Peer& p, std::uint8_t channel_id) {
+    if (p.intake_held) return;  // release_intake dispatches
     Channel& ch = channel(p, channel_id);
     while (InCmd* c = ch.in_reliable.front()) {
       if (c->fragments_remaining > 0 ||
@@ -1305,7 +1315,7 @@ struct HostCore::Impl {
     return nullptr;
   }
 
-  Handled handle_send_reliable(Peer& p, const Command& cmd, Drop& why) {
+  Handled handle_send_reliable(Peer& p, const Command& cmd, std::uint16_t sent_time, Drop& why) {
     Channel& ch = channel(p, cmd.channel_id);
     if (p.state == PeerState::disconnect_later) return Handled::ok;  // discarded, still acked
     if (!in_receive_window(cmd.reliable_seq, ch.in_reliable_seq)) {
@@ -1314,11 +1324,19 @@ struct HostCore::Impl {
       counters.drops.add(behind ? Drop::duplicate : Drop::out_of_window);
       return Handled::ok;
     }
-    if (cmd.reliable_seq == ch.in_reliable_seq || find_reliable(ch, cmd.reliable_seq) != nullptr) {
+    if (cmd.reliable_seq == ch.in_reliable_seq) {
       counters.drops.add(Drop::duplicate);
       return Handled::ok;
     }
+    if (InCmd* have = find_reliable(ch, cmd.reliable_seq)) {
+      counters.drops.add(Drop::duplicate);
+      if (!have->ack_withheld) return Handled::ok;
+      // Still held: acknowledged on release, with the newest send time (a smaller RTT sample).
+      have->ack_sent_time = sent_time;
+      return Handled::withheld;
+    }
     const std::size_t len = cmd.payload.size();
+    if (p.intake_held) return withhold_reliable(p, ch, cmd, sent_time, why);
     if (!charge(p, len, false, why)) return Handled::stop;  // no ack: the sender retries later
     if (ch.in_reliable.empty() &&
         cmd.reliable_seq == static_cast<std::uint16_t>(ch.in_reliable_seq + 1)) {
@@ -1340,6 +1358,51 @@ struct HostCore::Impl {
     insert_reliable(ch, c);
     dispatch_reliable(p, cmd.channel_id);
     return Handled::ok;
+  }
+
+  // A new reliable command from a peer whose intake is held: kept, neither delivered nor
+  // acknowledged, so the sender's own window stops it sending more; past
+  // HostConfig::max_withheld it is not even kept (the sender resends it).
+  Handled withhold_reliable(Peer& p, Channel& ch, const Command& cmd, std::uint16_t sent_time,
+                            Drop& why) {
+    PeerExtra& e = extra(p);
+    if (e.withheld >= config.max_withheld || !charge(p, cmd.payload.size(), false, why)) {
+      ++counters.intake_refused;
+      return Handled::withheld;
+    }
+    InCmd* c = in_pool.get();
+    c->reliable_seq = cmd.reliable_seq;
+    c->type = Cmd::send_reliable;
+    c->packet = Packet::copy_of(cmd.payload);
+    c->accounted = static_cast<std::uint32_t>(cmd.payload.size());
+    c->ack_withheld = true;
+    c->ack_sent_time = sent_time;
+    insert_reliable(ch, c);
+    ++e.withheld;
+    ++counters.intake_withheld;
+    return Handled::withheld;
+  }
+
+  // Acknowledges what hold_intake kept and delivers what is now in order.
+  void release_intake(Peer& p) {
+    p.intake_held = false;
+    if (p.extra != nullptr) p.extra->withheld = 0;
+    for (std::uint32_t id = 0; id < p.channel_count; ++id) {
+      Channel* ch = channel_if(p, static_cast<std::uint8_t>(id));
+      if (ch == nullptr || ch->in_reliable.empty()) continue;
+      for (InCmd* c = ch->in_reliable.front(); c != nullptr; c = c->next_) {
+        if (!c->ack_withheld) continue;
+        c->ack_withheld = false;
+        Command ack;
+        ack.command = static_cast<std::uint8_t>(Cmd::send_reliable) | kFlagAcknowledge;
+        ack.channel_id = static_cast<std::uint8_t>(id);
+        ack.reliable_seq = c->reliable_seq;
+        queue_ack(p, ack, c->ack_sent_time);
+      }
+      dispatch_reliable(p, static_cast<std::uint8_t>(id));
+    }
+    if (p.has_queued()) mark_dirty(p);
+    schedule(p);
   }
 
   Handled handle_send_unreliable(Peer& p, const Command& cmd, Drop& why) {
@@ -1498,6 +1561,11 @@ struct HostCore::Impl {
         return Handled::stop;
       }
     } else {
+      if (p.intake_held) {
+        // No new set while held: only sets already started fill up (and wait for release).
+        ++counters.intake_refused;
+        return Handled::withheld;
+      }
       set = new_fragment_set(p, cmd, start, 0, Cmd::send_fragment, why);
       if (set == nullptr) return Handled::stop;
       insert_reliable(ch, set);
@@ -2014,7 +2082,7 @@ struct HostCore::Impl {
             why = Drop::message_too_large;
             result = Handled::stop;
           } else if (type == Cmd::send_reliable) {
-            result = handle_send_reliable(*peer, cmd, why);
+            result = handle_send_reliable(*peer, cmd, dh.header.sent_time, why);
           } else if (type == Cmd::send_unreliable) {
             result = handle_send_unreliable(*peer, cmd, why);
           } else if (type == Cmd::send_unsequenced) {
@@ -2053,6 +2121,7 @@ struct HostCore::Impl {
         if (why != Drop::count_) counters.drops.add(why);
         break;
       }
+      if (result == Handled::withheld) continue;
       if (peer != nullptr && peer->state == PeerState::disconnected) break;  // reset by a handler
       // Extension commands are never acknowledged, whatever their flag says.
       if (peer != nullptr && cmd.needs_ack() && type != Cmd::tern_hello && type != Cmd::ack_range) {
@@ -2142,7 +2211,8 @@ struct HostCore::Impl {
     // The receiver is not keeping up: refuse rather than hold without bound. An empty queue
     // takes any message, so one larger than the limit still goes.
     if (config.max_queued != 0 && p.queues != nullptr && p.queues->queued_bytes != 0 &&
-        p.queues->queued_bytes + size > config.max_queued) {
+        p.queues->queued_bytes + size >
+            (delivery == Delivery::reliable ? config.max_queued : config.max_queued / 2)) {
       ++counters.queue_full;
       return SendResult::queue_full;
     }
@@ -2864,7 +2934,8 @@ SendResult HostCore::send(PeerHandle peer, std::uint8_t channel, Delivery delive
 }
 
 std::size_t HostCore::send_many(std::span<const PeerHandle> peers, std::uint8_t channel,
-                                Delivery delivery, const Packet& payload, PeerHandle skip) {
+                                Delivery delivery, const Packet& payload, PeerHandle skip,
+                                std::size_t* deepest) {
   std::uint32_t n = 0;
   for (const PeerHandle& to : peers) n += to == skip ? 0 : 1;
   Packet::Shares shares(payload, n);
@@ -2872,8 +2943,29 @@ std::size_t HostCore::send_many(std::span<const PeerHandle> peers, std::uint8_t 
   for (const PeerHandle& to : peers) {
     if (to == skip) continue;
     if (impl_->send(to, channel, delivery, shares.take()) == SendResult::ok) ++accepted;
+    if (deepest != nullptr) *deepest = std::max(*deepest, queued_bytes(to));
   }
   return accepted;
+}
+
+void HostCore::hold_intake(PeerHandle peer, bool held) {
+  Peer* p = impl_->find(peer);
+  if (p == nullptr || p->intake_held == held) return;
+  if (held) {
+    p->intake_held = true;
+  } else {
+    impl_->release_intake(*p);
+  }
+}
+
+bool HostCore::intake_held(PeerHandle peer) const {
+  const Peer* p = impl_->find(peer);
+  return p != nullptr && p->intake_held;
+}
+
+std::size_t HostCore::queued_bytes(PeerHandle peer) const {
+  const Peer* p = impl_->find(peer);
+  return p != nullptr && p->queues != nullptr ? p->queues->queued_bytes : 0;
 }
 
 void HostCore::disconnect(PeerHandle peer, std::uint32_t data) {

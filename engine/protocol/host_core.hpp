@@ -44,9 +44,13 @@ struct HostConfig {
   // undelivered data is evicted (disconnect event with reason `evicted`).
   std::size_t memory_cap = std::size_t{512} << 20;
   // Per peer: payload bytes queued, in flight or awaiting acknowledgement beyond which send()
-  // refuses with SendResult::queue_full (0 = no limit, as in ENet). What a receiver that does
-  // not keep up can make this host hold.
+  // refuses a reliable message with SendResult::queue_full (0 = no limit, as in ENet); an
+  // unreliable or unsequenced one is refused past half of it, so a backlog sheds those first.
+  // What a receiver that does not keep up can make this host hold.
   std::size_t max_queued = 0;
+  // Per peer, while its intake is held (hold_intake): new reliable commands kept, unacknowledged,
+  // for delivery on release. Past it they are not kept either; the sender resends them.
+  std::uint32_t max_withheld = 256;
   // Delayed acknowledgement: acks for a connected peer to which nothing else is queued wait up
   // to this long for a message to ride with, instead of leaving at once in a datagram of their
   // own (ENet's behaviour, 0). A client that sends on a tick, like a game calling
@@ -130,6 +134,8 @@ struct HostCounters {
   std::uint64_t peer_timer_runs = 0;  // peers whose timers fired (work done for idle peers)
   std::uint64_t evictions = 0;        // connections dropped to honour memory_cap
   std::uint64_t queue_full = 0;       // sends refused for max_queued
+  std::uint64_t intake_withheld = 0;  // reliable commands kept unacknowledged (hold_intake)
+  std::uint64_t intake_refused = 0;   // not even kept: past max_withheld or a new fragment set
   std::size_t buffered_bytes = 0;     // incoming data held for reassembly/ordering/delivery
   std::size_t reassembly_bytes = 0;   // of which incomplete fragment sets
   DropCounters drops;
@@ -172,8 +178,17 @@ class HostCore {
   // One message to each of `peers` except `skip` (a relay's fan-out, the sender skipped): the
   // same as send() to each in turn, but the payload's reference count rises once for all of
   // them. Returns how many accepted it.
+  // `deepest`, when given, is raised to the largest queued_bytes() among the peers it went to.
   std::size_t send_many(std::span<const PeerHandle> peers, std::uint8_t channel, Delivery delivery,
-                        const Packet& payload, PeerHandle skip = {});
+                        const Packet& payload, PeerHandle skip = {},
+                        std::size_t* deepest = nullptr);
+  // Back-pressure before the acknowledgement. While held, the peer's new reliable commands are
+  // kept (up to HostConfig::max_withheld) but neither delivered nor acknowledged, so its own
+  // send window soon stops it; its retransmissions of them are not acknowledged either. On
+  // release they are acknowledged and delivered in order, at once. Everything else it sends
+  // (acks, unreliable messages, pings) is handled as usual. Works with any ENet sender.
+  void hold_intake(PeerHandle peer, bool held);
+  bool intake_held(PeerHandle peer) const;
   // Graceful: queued data is discarded, a reliable disconnect is sent, and a disconnect event
   // (reason local) follows the acknowledgement or a timeout.
   void disconnect(PeerHandle peer, std::uint32_t data);
@@ -207,6 +222,9 @@ class HostCore {
   PeerState peer_state(PeerHandle peer) const;  // disconnected for stale handles
   std::optional<Endpoint> peer_address(PeerHandle peer) const;
   std::uint32_t peer_connect_data(PeerHandle peer) const;
+  // Payload bytes queued to the peer, in flight or awaiting acknowledgement (its backlog); 0
+  // for stale handles.
+  std::size_t queued_bytes(PeerHandle peer) const;
   std::size_t peer_count() const;
   const HostCounters& counters() const;
   const HostConfig& config() const;

@@ -109,12 +109,17 @@ bool dpdk_driver_built() { return TERN_SHARD_HAVE_DPDK != 0; }
 
 Shard::Shard(std::size_t index, const ShardGroupOptions& options, const ShardEventHandler& handler,
              const ShardMessageHandler& message_handler, const ShardBatchFilter& batch_filter,
+             const ShardTickHandler& tick_handler,
              const std::vector<std::unique_ptr<Shard>>& group_shards)
     : index_(index),
       options_(options),
       handler_(handler),
       message_handler_(message_handler),
       batch_filter_(batch_filter),
+      tick_handler_(tick_handler),
+      cross_ring_limit_(options.cross_ring_limit == 0
+                            ? CrossRing::capacity()
+                            : std::min(options.cross_ring_limit, CrossRing::capacity())),
       group_shards_(&group_shards),
       core_(shard_config(options, index)),
       rx_(kBatch),
@@ -245,6 +250,10 @@ void Shard::poll_once(D& driver) {
   delivered = deliver_events() || delivered;    // events of timers and sends outside a burst
   drain_posted();                               // 7: work from other threads
   busy = drain_cross() || busy;                 //    and from other shards
+  if (tick_handler_) {                          // 8: the application's timers
+    tick_deadline_ = tick_handler_(*this);
+    delivered = deliver_events() || delivered;
+  }
   if (busy || delivered || posted_run_ + cross_received_ != work_before)
     now_ = clock_.now_us();  // the callbacks may have taken a while
   driver.set_time(now_);
@@ -334,6 +343,10 @@ void Shard::drain_posted() {
 }
 
 bool Shard::send_to_shard(std::size_t target, ShardMessage message) {
+  return offer_to_shard(target, message);
+}
+
+bool Shard::offer_to_shard(std::size_t target, ShardMessage& message) {
   if (target >= group_shards_->size()) {
     ++cross_dropped_;
     return false;
@@ -341,8 +354,10 @@ bool Shard::send_to_shard(std::size_t target, ShardMessage message) {
   Shard& to = *(*group_shards_)[target];
   const CrossMessage m{message.tag,     message.peer,     message.data,
                        message.channel, message.delivery, std::move(message.packet).into_raw()};
-  if (!to.inbound_[index_]->try_push(m)) {
-    Packet::from_raw(m.packet).reset();
+  CrossRing& ring = *to.inbound_[index_];
+  if ((cross_ring_limit_ < CrossRing::capacity() && ring.size_approx() >= cross_ring_limit_) ||
+      !ring.try_push(m)) {
+    message.packet = Packet::from_raw(m.packet);  // still the caller's
     ++cross_dropped_;
     return false;
   }
@@ -429,7 +444,8 @@ bool Shard::idle(D& driver, bool busy) {
   if (posted_pending_.load(std::memory_order_relaxed)) return false;
   if (stop_requested_.load(std::memory_order_relaxed) && !stopping_) return false;
   const std::uint64_t now = clock_.now_us();
-  const std::uint64_t deadline = core_.next_deadline_us();
+  const std::uint64_t deadline =
+      std::min(core_.next_deadline_us(), tick_handler_ ? tick_deadline_ : kNever);
   if (deadline <= now) return false;
   const auto cap = static_cast<std::uint64_t>(std::max<std::int64_t>(options_.max_wait.count(), 0));
   const std::uint64_t wait = deadline == kNever ? cap : std::min(deadline - now, cap);
@@ -590,6 +606,10 @@ void ShardGroup::set_batch_filter(ShardBatchFilter filter) {
   if (!running_) batch_filter_ = std::move(filter);
 }
 
+void ShardGroup::set_tick_handler(ShardTickHandler tick) {
+  if (!running_) tick_handler_ = std::move(tick);
+}
+
 bool ShardGroup::start(std::string& error) {
   if (running_ || !threads_.empty()) {
     error = "shard group already started";
@@ -598,7 +618,7 @@ bool ShardGroup::start(std::string& error) {
   shards_.clear();
   for (std::size_t i = 0; i < options_.shards; ++i) {
     shards_.push_back(std::unique_ptr<Shard>(
-        new Shard(i, options_, handler_, message_handler_, batch_filter_, shards_)));
+        new Shard(i, options_, handler_, message_handler_, batch_filter_, tick_handler_, shards_)));
   }
 
   // Each shard opens its driver on its own thread and reports back here. Shard 0 goes first

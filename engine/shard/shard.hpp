@@ -82,6 +82,9 @@ struct ShardGroupOptions {
   std::chrono::microseconds max_wait{1'000'000};
   int socket_receive_buffer = 4 << 20;
   int socket_send_buffer = 4 << 20;
+  // Messages each cross-shard ring holds before send_to_shard refuses (0 or more than the
+  // ring's capacity: the capacity). For tests that need full rings with little traffic.
+  std::size_t cross_ring_limit = 0;
 };
 
 // Poll iterations by how long their work took (sleep excluded): bucket i counts iterations
@@ -152,6 +155,11 @@ using ShardMessageHandler = std::function<void(Shard&, ShardMessage&)>;
 // Sees every received burst before the protocol does; keeps the frames to pass on at the front
 // of the span (in order) and returns how many. What it removes is its own to count.
 using ShardBatchFilter = std::function<std::size_t(Shard&, std::span<RxFrame>)>;
+// The application's own timers: runs once per poll iteration, after the inbound rings are
+// drained and before the flush, and returns when it next wants to run (Shard::now_us() time;
+// UINT64_MAX: not until something else wakes the shard). A sleeping shard wakes by then.
+// Events it causes (a released hold_intake, say) are delivered before the flush.
+using ShardTickHandler = std::function<std::uint64_t(Shard&)>;
 
 class Shard {
  public:
@@ -176,6 +184,8 @@ class Shard {
   // the target's ring from this shard is full or `target` is out of range: the caller may
   // keep the packet (pass a copy) and retry on a later iteration.
   bool send_to_shard(std::size_t target, ShardMessage message);
+  // The same, except that a refused message stays with the caller, packet and all.
+  bool offer_to_shard(std::size_t target, ShardMessage& message);
 
  private:
   friend class ShardGroup;
@@ -195,6 +205,7 @@ class Shard {
 
   Shard(std::size_t index, const ShardGroupOptions& options, const ShardEventHandler& handler,
         const ShardMessageHandler& message_handler, const ShardBatchFilter& batch_filter,
+        const ShardTickHandler& tick_handler,
         const std::vector<std::unique_ptr<Shard>>& group_shards);
 
   // Thread body: opens the driver on this thread (io_uring requires it), reports the bound
@@ -234,6 +245,9 @@ class Shard {
   const ShardEventHandler& handler_;
   const ShardMessageHandler& message_handler_;
   const ShardBatchFilter& batch_filter_;
+  const ShardTickHandler& tick_handler_;
+  std::uint64_t tick_deadline_ = 0;  // what tick_handler_ last asked for
+  std::size_t cross_ring_limit_;
   const std::vector<std::unique_ptr<Shard>>* group_shards_;
   proto::HostCore core_;
   // I/O batches, sized once: the poll path never allocates for them.
@@ -314,6 +328,8 @@ class ShardGroup {
   void set_message_handler(ShardMessageHandler handler);
   // Before start(). Runs on the shard's thread for every received burst (a payload filter).
   void set_batch_filter(ShardBatchFilter filter);
+  // Before start(). Runs on every shard's thread once per iteration (ShardTickHandler).
+  void set_tick_handler(ShardTickHandler tick);
   // Opens every shard's driver on the shard's own thread and starts polling. Returns false
   // with a one-line reason (and no thread left running) if any driver fails to open.
   // A group starts once.
@@ -346,6 +362,7 @@ class ShardGroup {
   ShardEventHandler handler_;
   ShardMessageHandler message_handler_;
   ShardBatchFilter batch_filter_;
+  ShardTickHandler tick_handler_;
   std::vector<std::unique_ptr<Shard>> shards_;
   std::vector<std::thread> threads_;
   Endpoint local_;
