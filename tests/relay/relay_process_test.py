@@ -47,6 +47,9 @@ check(r.returncode == 2 and "--ack-delay-ms: must be 0..1000" in r.stderr,
 r = run(["--min-rto-ms", "1001"])
 check(r.returncode == 2 and "--min-rto-ms: must be 0..1000" in r.stderr,
       "--min-rto-ms out of range: exit 2 naming the flag")
+r = run(["--slow-member-ms", "1"])
+check(r.returncode == 2 and "--slow-member-ms: must be 10..60000" in r.stderr,
+      "--slow-member-ms out of range: exit 2 naming the flag")
 r = run(["--help"])
 check(r.returncode == 0 and "usage:" in r.stdout, "--help: usage on stdout, exit 0")
 
@@ -68,6 +71,9 @@ with tempfile.TemporaryDirectory() as d:
     bad_config("[relay\nlisten = 1\n", [":1:"], "TOML syntax error with line")
     bad_config("[protocol]\nack_delay_ms = 5000\n", ["protocol.ack_delay_ms", "between 0 and 1000"],
                "ack_delay_ms out of range")
+    bad_config("[overload]\nslow_member_ms = 5\n", ["overload.slow_member_ms", "between 10 and"],
+               "slow_member_ms out of range")
+    bad_config("[overload]\nhold = 5\n", ["overload.hold", "unknown key"], "misspelt overload key")
     bad_config("[protocol]\nchecksum = 1\n", ["protocol.checksum", "true or false"],
                "checksum not a boolean")
     bad_config("[protocol]\nthrottle_window = 0\n", ["protocol.throttle_window", "true or false"],
