@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""Load ramp: offered load rising in steps past each relay's capacity, held, then back down.
+
+    perf/load_ramp.py [--build build-release] [--runs 3] [--relays tern-socket,tern-uring,libenet]
+                      [--capacity tern-socket=HZ,tern-uring=HZ,libenet=HZ]
+                      [--steps 25,50,100,150,200,300,50] [--step-seconds 3]
+                      [--clients 1000] [--quick] [--out FILE]
+
+For every relay (a fresh process per run, pinned to CPU 0) the steps run one after another
+against the same relay process, each a tern-loadgen run (pinned to CPU 1) of --step-seconds at
+CAPACITY x STEP% messages per second per client, reliable, 64 B, rooms of 8, with clients
+whose own queue is bounded (--max-queued 16384: an application that cannot send more is told
+so, and those copies count as lost, not as latency). Per step: goodput (delivered copies/s),
+p99 latency, loss, and the relay's peak RSS during the step. "p99 before" is the step just
+before the first one past 100%; "p99 after" the last step. CAPACITY is the per-client rate
+at 100% (--capacity; defaults are this machine's sustained rates from perf/compare).
+
+Summary per relay (medians of the runs): goodput at 200% and 300% as a share of the ramp's peak
+goodput; p99 of the last step (after the overload) against the first 50% step (before it);
+peak RSS. Results: perf/results/load_ramp.json. --quick: 200 clients, steps 25,100,300,50 of
+1 s, one run, tern-socket and libenet (the CI smoke).
+"""
+import argparse
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+DEFAULT_CAPACITY = {"tern-socket": 300, "tern-uring": 60, "libenet": 40}
+
+
+def kv(line):
+    return dict(re.findall(r"(\S+)=(\S+)", line))
+
+
+def rss_kib(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def start_relay(build, name, port):
+    listen = f"127.0.0.1:{port}"
+    if name == "libenet":
+        cmd = [os.path.join(build, "perf/reference/enet-relay"), "--listen", listen, "--quiet"]
+    else:
+        driver = name.split("-", 1)[1]
+        cmd = [os.path.join(build, "apps/relay/tern-relay"), "--listen", listen, "--shards", "1",
+               "--pin", "off", "--driver", driver]
+    p = subprocess.Popen(["taskset", "-c", "0"] + cmd, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    if name != "libenet":
+        p.stdout.readline()  # "relaying ..."
+    else:
+        time.sleep(0.3)
+    return p
+
+
+def step(build, target, clients, rate, seconds, relay_pid):
+    peak = [0]
+    done = [False]
+
+    def sample():
+        while not done[0]:
+            peak[0] = max(peak[0], rss_kib(relay_pid))
+            time.sleep(0.05)
+
+    t = threading.Thread(target=sample)
+    t.start()
+    cmd = ["taskset", "-c", "1", os.path.join(build, "apps/loadgen/tern-loadgen"), "--target",
+           target, "--quiet", "--clients", str(clients), "--room-size", "8", "--rate",
+           f"{rate:g}", "--size", "64", "--duration", f"{seconds:g}", "--warmup", "0",
+           "--delivery", "reliable", "--sources", "127.0.0.0/29", "--max-queued", "16384"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds * 4 + 60)
+    done[0] = True
+    t.join()
+    line = next((l for l in r.stdout.splitlines() if l.startswith("loadgen ")), "")
+    f = kv(line)
+    p99 = re.search(r"p99=([\d.]+)", line)
+    expected = float(f.get("expected", 0) or 0)
+    lost = float(f.get("lost", 0) or 0)
+    return {"rate": rate, "goodput": float(f.get("delivered_per_s", 0) or 0),
+            "p99_us": float(p99.group(1)) if p99 else None,
+            "loss": lost / expected if expected > 0 else None,
+            "rss_kib": peak[0], "ok": r.returncode == 0 and bool(line)}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build-release"))
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--relays", default="tern-socket,tern-uring,libenet")
+    ap.add_argument("--capacity", default="")
+    ap.add_argument("--steps", default="25,50,100,150,200,300,50")
+    ap.add_argument("--step-seconds", type=float, default=3)
+    ap.add_argument("--clients", type=int, default=1000)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--out", default=os.path.join(HERE, "results", "load_ramp.json"))
+    a = ap.parse_args()
+    if a.quick:
+        a.runs, a.clients, a.step_seconds = 1, 200, 1
+        a.steps, a.relays = "25,100,300,50", "tern-socket,libenet"
+    capacity = dict(DEFAULT_CAPACITY)
+    for item in filter(None, a.capacity.split(",")):
+        name, _, hz = item.partition("=")
+        if name not in DEFAULT_CAPACITY or not hz.replace(".", "", 1).isdigit():
+            ap.error(f"--capacity: expected NAME=HZ with NAME one of {sorted(DEFAULT_CAPACITY)}")
+        capacity[name] = float(hz)
+    relays = [r for r in a.relays.split(",") if r]
+    for r in relays:
+        if r not in DEFAULT_CAPACITY:
+            ap.error(f"--relays: unknown relay {r!r}")
+    try:
+        steps = [float(s) for s in a.steps.split(",")]
+    except ValueError:
+        ap.error("--steps: comma-separated percentages")
+
+    results = {r: [] for r in relays}
+    port = 17900
+    for run in range(a.runs):
+        order = relays if run % 2 == 0 else list(reversed(relays))
+        for name in order:
+            port += 1
+            relay = start_relay(a.build, name, port)
+            rows = []
+            try:
+                for pct in steps:
+                    rate = capacity[name] * pct / 100
+                    row = step(a.build, f"127.0.0.1:{port}", a.clients, rate, a.step_seconds,
+                               relay.pid)
+                    row["pct"] = pct
+                    rows.append(row)
+                    print(f"run {run + 1} {name:12s} {pct:5.0f}% rate={rate:7.1f} Hz "
+                          f"goodput={row['goodput']:11.0f}/s p99={row['p99_us']} us "
+                          f"loss={row['loss']} rss={row['rss_kib']} KiB", flush=True)
+            finally:
+                os.killpg(relay.pid, signal.SIGTERM)
+                try:
+                    relay.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(relay.pid, signal.SIGKILL)
+            results[name].append(rows)
+
+    summary = {}
+    print("\nrelay         capacity  goodput@200%  goodput@300%  p99 before  p99 after  "
+          "after/before  peak RSS")
+    for name in relays:
+        def med(values):
+            values = [v for v in values if v is not None]
+            return statistics.median(values) if values else None
+
+        def share(pct):
+            out = []
+            for rows in results[name]:
+                peak = max(r["goodput"] for r in rows) or 1
+                out += [r["goodput"] / peak for r in rows if r["pct"] == pct]
+            return med(out)
+
+        def before_overload(rows):
+            first_over = next((i for i, r in enumerate(rows) if r["pct"] > 100), 0)
+            return rows[first_over - 1]["p99_us"] if first_over > 0 else None
+
+        before = med([before_overload(rows) for rows in results[name]])
+        after = med([rows[-1]["p99_us"] for rows in results[name]])
+        rss = med([max(r["rss_kib"] for r in rows) for rows in results[name]])
+        pct = lambda v: v * 100 if v is not None else None
+        s = {"capacity_hz": capacity[name], "share_200": pct(share(200)),
+             "share_300": pct(share(300)),
+             "p99_before_us": before, "p99_after_us": after,
+             "recovery": after / before if before and after else None, "peak_rss_kib": rss}
+        summary[name] = s
+        fmt = lambda v, f: (f % v) if v is not None else "-"
+        print(f"{name:12s} {capacity[name]:7.0f}Hz {fmt(s['share_200'], '%11.1f%%'):>13s} "
+              f"{fmt(s['share_300'], '%11.1f%%'):>13s} {fmt(before, '%9.0fus'):>11s} "
+              f"{fmt(after, '%8.0fus'):>10s} {fmt(s['recovery'], '%11.2fx'):>13s} "
+              f"{fmt(rss, '%7.0fKiB'):>9s}")
+    os.makedirs(os.path.dirname(a.out), exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump({"steps": steps, "clients": a.clients, "step_seconds": a.step_seconds,
+                   "runs": results, "summary": summary}, f, indent=1)
+    ok = all(rows and all(r["ok"] for r in rows) for runs in results.values() for rows in runs)
+    print(f"\nresults: {a.out}" + ("" if ok else "  (some steps failed to run: see above)"))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
