@@ -33,11 +33,11 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.dont_write_bytecode = True
+sys.path.insert(0, HERE)
+from runtime_bench import free_port, parse_kv  # noqa: E402
+
 DEFAULT_CAPACITY = {"tern-socket": 300, "tern-uring": 60, "libenet": 40}
-
-
-def kv(line):
-    return dict(re.findall(r"(\S+)=(\S+)", line))
 
 
 def rss_kib(pid):
@@ -87,11 +87,11 @@ def step(build, target, clients, rate, seconds, relay_pid):
     done[0] = True
     t.join()
     line = next((l for l in r.stdout.splitlines() if l.startswith("loadgen ")), "")
-    f = kv(line)
+    f = parse_kv(line)
     p99 = re.search(r"p99=([\d.]+)", line)
-    expected = float(f.get("expected", 0) or 0)
-    lost = float(f.get("lost", 0) or 0)
-    return {"rate": rate, "goodput": float(f.get("delivered_per_s", 0) or 0),
+    expected = float(f.get("expected", 0))
+    lost = float(f.get("lost", 0))
+    return {"rate": rate, "goodput": float(f.get("delivered_per_s", 0)),
             "p99_us": float(p99.group(1)) if p99 else None,
             "loss": lost / expected if expected > 0 else None,
             "rss_kib": peak[0], "ok": r.returncode == 0 and bool(line)}
@@ -128,11 +128,10 @@ def main():
         ap.error("--steps: comma-separated percentages")
 
     results = {r: [] for r in relays}
-    port = 17900
     for run in range(a.runs):
         order = relays if run % 2 == 0 else list(reversed(relays))
         for name in order:
-            port += 1
+            port = free_port()
             relay = start_relay(a.build, name, port)
             rows = []
             try:

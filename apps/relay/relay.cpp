@@ -447,7 +447,7 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
             std::size_t deepest = 0;
             copies = s.core().send_many(std::span(&to, 1), ev.channel, ev.delivery, ev.packet,
                                         PeerHandle{}, &deepest);
-            if (copies == 0) after_refusals(s, room_id, room, ev.delivery, ev.packet.size(), 1);
+            if (copies == 0) after_refusals(s, room, ev.delivery, ev.packet.size(), 1);
             fanned_out(s, room_id, room, deepest);
           } else {
             rt::ShardMessage msg;
@@ -470,7 +470,7 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
       copies =
           s.core().send_many(room.local, ev.channel, ev.delivery, ev.packet, ev.peer, &deepest);
       if (copies != others) {
-        after_refusals(s, room_id, room, ev.delivery, ev.packet.size(), others - copies);
+        after_refusals(s, room, ev.delivery, ev.packet.size(), others - copies);
       }
       for (std::size_t t = 0; t < st.shard_count; ++t) {
         if (t == me || room.on_shard[t] == 0) continue;
@@ -483,10 +483,7 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
         if (st.waiting[t].size() >= config_.overflow_limit && !room.overflow_pressure) {
           room.overflow_pressure = true;
           update_room_hold(s, room);
-          if (!room.rechecking) {
-            room.rechecking = true;
-            st.pressured.push_back(room_id);
-          }
+          recheck_later(st, room_id, room);
         }
       }
       fanned_out(s, room_id, room, deepest);
@@ -557,7 +554,7 @@ void Relay::on_message(rt::Shard& s, rt::ShardMessage& m) {
       const std::size_t n = room.local.size();
       const std::size_t copies =
           s.core().send_many(room.local, m.channel, m.delivery, m.packet, PeerHandle{}, &deepest);
-      if (copies != n) after_refusals(s, room_id, room, m.delivery, m.packet.size(), n - copies);
+      if (copies != n) after_refusals(s, room, m.delivery, m.packet.size(), n - copies);
       fanned_out(s, room_id, room, deepest);
       bump(stats.copies_out, copies);
       return;
@@ -585,7 +582,7 @@ void Relay::on_message(rt::Shard& s, rt::ShardMessage& m) {
                              &deepest) == 1) {
         bump(stats.copies_out);
       } else {
-        after_refusals(s, to->room, it->second, m.delivery, m.packet.size(), 1);
+        after_refusals(s, it->second, m.delivery, m.packet.size(), 1);
       }
       fanned_out(s, it->first, it->second, deepest);
       return;
@@ -663,6 +660,12 @@ std::uint64_t Relay::tick(rt::Shard& s) {
 
 // ---- overload ------------------------------------------------------------------------------
 
+void Relay::recheck_later(ShardState& st, std::uint32_t room_id, Room& room) {
+  if (room.rechecking) return;
+  room.rechecking = true;
+  st.pressured.push_back(room_id);
+}
+
 void Relay::fanned_out(rt::Shard& s, std::uint32_t room_id, Room& room, std::size_t deepest) {
   RelayShardStats& stats = *stats_[s.index()];
   if (deepest > stats.backlog_high_water.load(std::memory_order_relaxed)) {
@@ -677,11 +680,10 @@ void Relay::fanned_out(rt::Shard& s, std::uint32_t room_id, Room& room, std::siz
 // unreliable copy was shed (its member's backlog is past half member_backlog); a reliable copy
 // means the member's backlog is at member_backlog: it cannot keep up and is disconnected, so
 // it is not left connected with a hole in its stream.
-void Relay::after_refusals(rt::Shard& s, std::uint32_t room_id, Room& room, Delivery delivery,
-                           std::size_t size, std::size_t refused) {
+void Relay::after_refusals(rt::Shard& s, Room& room, Delivery delivery, std::size_t size,
+                           std::size_t refused) {
   ShardState& st = *state_[s.index()];
   RelayShardStats& stats = *stats_[s.index()];
-  (void)room_id;
   std::vector<PeerHandle> slow;
   std::size_t leaving = 0;
   for (const PeerHandle& p : room.local) {
@@ -719,10 +721,7 @@ void Relay::set_local_pressure(rt::Shard& s, std::uint32_t room_id, Room& room, 
     send_control(s, t, std::move(msg));
   }
   update_room_hold(s, room);
-  if (on && !room.rechecking) {
-    room.rechecking = true;
-    st.pressured.push_back(room_id);
-  }
+  if (on) recheck_later(st, room_id, room);
 }
 
 void Relay::update_room_hold(rt::Shard& s, Room& room) {
@@ -863,8 +862,9 @@ void Relay::leave_room(rt::Shard& s, Member& m) {
   ShardState& st = *state_[s.index()];
   RelayShardStats& stats = *stats_[s.index()];
   const std::size_t me = s.index();
+  // m.room stays: what the member sent before it left was acknowledged, and still goes to the
+  // room (a member leaving is no longer in room.local, so it gets nothing more).
   const std::uint32_t room_id = m.room;
-  m.room = 0;
   if (room_id == 0) return;
   auto it = st.rooms.find(room_id);
   if (it == st.rooms.end()) return;

@@ -141,9 +141,10 @@ class Relay {
   struct Room;
   struct Member;
   void fanned_out(rt::Shard& s, std::uint32_t room_id, Room& room, std::size_t deepest);
-  void after_refusals(rt::Shard& s, std::uint32_t room_id, Room& room, Delivery delivery,
-                      std::size_t size, std::size_t refused);
+  void after_refusals(rt::Shard& s, Room& room, Delivery delivery, std::size_t size,
+                      std::size_t refused);
   void set_local_pressure(rt::Shard& s, std::uint32_t room_id, Room& room, bool on);
+  static void recheck_later(ShardState& st, std::uint32_t room_id, Room& room);
   void update_room_hold(rt::Shard& s, Room& room);
   void set_hold(rt::Shard& s, Member& m, std::uint8_t reason, bool on);
   void recheck_rooms(rt::Shard& s);

@@ -2202,9 +2202,13 @@ struct HostCore::Impl {
   }
 
   SendResult send(PeerHandle h, std::uint8_t channel_id, Delivery delivery, Packet payload) {
-    Peer* pp = find(h);
-    if (pp == nullptr || pp->state != PeerState::connected) return SendResult::not_connected;
-    Peer& p = *pp;
+    Peer* p = find(h);
+    if (p == nullptr) return SendResult::not_connected;
+    return send(*p, channel_id, delivery, std::move(payload));
+  }
+
+  SendResult send(Peer& p, std::uint8_t channel_id, Delivery delivery, Packet payload) {
+    if (p.state != PeerState::connected) return SendResult::not_connected;
     if (channel_id >= p.channel_count) return SendResult::bad_channel;
     const std::size_t size = payload.size();
     if (size > config.max_packet_size) return SendResult::too_large;
@@ -2942,8 +2946,12 @@ std::size_t HostCore::send_many(std::span<const PeerHandle> peers, std::uint8_t 
   std::size_t accepted = 0;
   for (const PeerHandle& to : peers) {
     if (to == skip) continue;
-    if (impl_->send(to, channel, delivery, shares.take()) == SendResult::ok) ++accepted;
-    if (deepest != nullptr) *deepest = std::max(*deepest, queued_bytes(to));
+    Peer* p = impl_->find(to);
+    if (p == nullptr) continue;  // its share goes back when `shares` ends
+    if (impl_->send(*p, channel, delivery, shares.take()) == SendResult::ok) ++accepted;
+    if (deepest != nullptr && p->queues != nullptr) {
+      *deepest = std::max(*deepest, p->queues->queued_bytes);
+    }
   }
   return accepted;
 }
