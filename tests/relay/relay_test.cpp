@@ -351,5 +351,61 @@ TEST_F(RelayTest, AMemberThatStopsReadingIsDisconnectedAndTheRestGetEverything) 
   EXPECT_FALSE(b.disconnected);
 }
 
+// Holds are per room: a room held by a member that stopped reading (its backlog past
+// overload.hold_backlog, and slow_member_ms long enough not to end it during the test) holds
+// that room's senders, and no one else's: another room's members keep exchanging every
+// message, in order, unheld, on both shards.
+TEST_F(RelayTest, ARoomHeldByASlowMemberDoesNotHoldOtherRooms) {
+  RelayConfig c;
+  c.hold_backlog = 6000;  // bytes; each copy carries 12 (a quiet member's burst: 3,600)
+  c.slow_member_ms = 60'000;
+  start(c);
+  Client& loud = connect(3);
+  Client& slow = connect(3);
+  std::vector<Client*> quiet;
+  for (int i = 0; i < 4; ++i) quiet.push_back(&connect(4));
+  ASSERT_TRUE(run_until([&] { return all_connected(); }));
+  settle(100ms);
+  slow.paused = true;
+  constexpr std::uint32_t kLoud = 1000;  // 12,000 B for the slow member
+  for (std::uint32_t i = 0; i < kLoud; ++i) loud.send(1, kReliable, i);
+  auto rooms_held = [&] {
+    std::uint64_t n = 0;
+    for (std::size_t i = 0; i < relay_->shards(); ++i) n += relay_->stats(i).rooms_held.load();
+    return n;
+  };
+  ASSERT_TRUE(run_until([&] { return rooms_held() >= 1; })) << "room 3 was never held";
+
+  constexpr std::uint32_t kPerMember = 100;
+  for (std::uint32_t i = 0; i < kPerMember; ++i) {
+    for (Client* q : quiet) q->send(1, kReliable, i);
+  }
+  ASSERT_TRUE(run_until([&] {
+    for (Client* q : quiet) {
+      if (q->got.size() < (quiet.size() - 1) * kPerMember) return false;
+    }
+    return true;
+  })) << "a quiet room was held back by a loud one";
+  for (Client* q : quiet) {
+    std::map<std::uint32_t, std::uint32_t> next;
+    for (const Copy& copy : q->got) EXPECT_EQ(copy.seq, next[copy.sender]++);
+  }
+  // Room 3 is still held (its slow member has not read): once the quiet room's own backlogs
+  // have drained, only room 3's two members are.
+  auto held = [&] {
+    std::uint64_t n = 0;
+    for (std::size_t i = 0; i < relay_->shards(); ++i) n += relay_->stats(i).held.load();
+    return n;
+  };
+  ASSERT_TRUE(run_until([&] { return held() == 2; })) << held() << " members held";
+  EXPECT_GE(rooms_held(), 1u);
+  for (Client* q : quiet) EXPECT_FALSE(q->disconnected);
+  // Once it reads again the hold ends and the loud member's messages all arrive, in order.
+  slow.paused = false;
+  ASSERT_TRUE(run_until([&] { return slow.got.size() == kLoud; })) << slow.got.size();
+  for (std::uint32_t i = 0; i < kLoud; ++i) EXPECT_EQ(slow.got[i].seq, i);
+  ASSERT_TRUE(run_until([&] { return rooms_held() == 0; }));
+}
+
 }  // namespace
 }  // namespace tern::relay
