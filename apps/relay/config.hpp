@@ -45,7 +45,9 @@ struct RelayConfig {
 
   // [overload]: back-pressure before the acknowledgement (relay.hpp).
   // A member backlog (bytes) past which its room's members are held; released below half of
-  // it. 0 = a quarter of member_backlog (256 KiB when that is unlimited).
+  // it. 0 = 64 KiB, or a quarter of member_backlog if that is less. What sits in a backlog is
+  // latency for everyone in the room and memory for the relay; 64 KiB is some 100 ms of a busy
+  // member's copies.
   std::size_t hold_backlog = 0;
   // A member that keeps its room held this long is disconnected (kSlowConsumer). Held ENet
   // senders give up after about 5 s without an acknowledgement, so keep it well below that.
@@ -57,7 +59,9 @@ struct RelayConfig {
   std::size_t ring_limit = 0;
   std::size_t hold_threshold() const {
     if (hold_backlog != 0) return hold_backlog;
-    return member_backlog != 0 ? std::max<std::size_t>(member_backlog / 4, 1) : 256 << 10;
+    constexpr std::size_t kDefault = 64 << 10;
+    return member_backlog != 0 ? std::clamp<std::size_t>(member_backlog / 4, 1, kDefault)
+                               : kDefault;
   }
 
   // [protocol]: how the relay speaks to every client (HostConfig's fields of the same names).
