@@ -9,11 +9,14 @@
 For every relay (a fresh process per run, pinned to CPU 0) the steps run one after another
 against the same relay process, each a tern-loadgen run (pinned to CPU 1) of --step-seconds at
 CAPACITY x STEP% messages per second per client, reliable, 64 B, rooms of 8, with clients
-whose own queue is bounded (--max-queued 16384: an application that cannot send more is told
-so, and those copies count as lost, not as latency). Per step: goodput (delivered copies/s),
-p99 latency, loss, and the relay's peak RSS during the step. "p99 before" is the step just
-before the first one past 100%; "p99 after" the last step. CAPACITY is the per-client rate
-at 100% (--capacity; defaults are this machine's sustained rates from perf/compare).
+whose own queue is bounded (--max-queued 4096, 64 messages: an application that cannot send
+more is told so, and those copies count as lost, not as latency). Per step: goodput (delivered copies/s),
+p99 latency, loss, and the relay's peak RSS during the step. "p99 before" is the step before
+the overload with the last step's load (else the step just before the first one past 100%);
+"p99 after" the last step (its first second is loadgen's warm-up, not measured). CAPACITY is the per-client rate
+at 100%: --capacity, or found first with --find-capacity RATES (the relay's saturation: the
+rate of the best goodput, swept upwards until goodput stops rising by 3% or a step loses more
+than 5%); the defaults are rough.
 
 Summary per relay (medians of the runs): goodput at 200% and 300% as a share of the ramp's peak
 goodput; p99 of the last step (after the overload) against the first 50% step (before it);
@@ -51,14 +54,14 @@ def rss_kib(pid):
     return 0
 
 
-def start_relay(build, name, port):
+def start_relay(build, name, port, tern_args=()):
     listen = f"127.0.0.1:{port}"
     if name == "libenet":
         cmd = [os.path.join(build, "perf/reference/enet-relay"), "--listen", listen, "--quiet"]
     else:
         driver = name.split("-", 1)[1]
         cmd = [os.path.join(build, "apps/relay/tern-relay"), "--listen", listen, "--shards", "1",
-               "--pin", "off", "--driver", driver]
+               "--pin", "off", "--driver", driver] + list(tern_args)
     p = subprocess.Popen(["taskset", "-c", "0"] + cmd, stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL, text=True, start_new_session=True)
     if name != "libenet":
@@ -81,9 +84,9 @@ def step(build, target, clients, rate, seconds, relay_pid):
     t.start()
     cmd = ["taskset", "-c", "1", os.path.join(build, "apps/loadgen/tern-loadgen"), "--target",
            target, "--quiet", "--clients", str(clients), "--room-size", "8", "--rate",
-           f"{rate:g}", "--size", "64", "--duration", f"{seconds:g}", "--warmup", "0",
-           "--delivery", "reliable", "--sources", "127.0.0.0/29", "--max-queued", "16384"]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds * 4 + 60)
+           f"{rate:g}", "--size", "64", "--duration", f"{seconds:g}", "--warmup", "1",
+           "--delivery", "reliable", "--sources", "127.0.0.0/29", "--max-queued", "4096"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds * 4 + 90)
     done[0] = True
     t.join()
     line = next((l for l in r.stdout.splitlines() if l.startswith("loadgen ")), "")
@@ -94,7 +97,36 @@ def step(build, target, clients, rate, seconds, relay_pid):
     return {"rate": rate, "goodput": float(f.get("delivered_per_s", 0)),
             "p99_us": float(p99.group(1)) if p99 else None,
             "loss": lost / expected if expected > 0 else None,
-            "rss_kib": peak[0], "ok": r.returncode == 0 and bool(line)}
+            "rss_kib": peak[0], "ok": bool(line)}
+
+
+def find_capacity(a, name, grid):
+    """The relay's saturation on a fresh process: rates of `grid` in turn until goodput stops
+    rising (by 3%) or a step loses more than 5% (refused sends included); the rate of the best
+    goodput. Each step runs like a ramp step."""
+    port = free_port()
+    relay = start_relay(a.build, name, port, a.tern_args.split())
+    best_rate, best = grid[0], 0.0
+    try:
+        for rate in grid:
+            row = step(a.build, f"127.0.0.1:{port}", a.clients, rate, a.step_seconds, relay.pid)
+            print(f"capacity {name:12s} rate={rate:7.1f} Hz goodput={row['goodput']:11.0f}/s "
+                  f"loss={row['loss']} p99={row['p99_us']} us", flush=True)
+            if row["goodput"] > best:
+                rising = row["goodput"] >= best * 1.03
+                best_rate, best = rate, row["goodput"]
+            else:
+                rising = False
+            if not row["ok"] or row["loss"] is None or row["loss"] > 0.05 or not rising:
+                break
+    finally:
+        os.killpg(relay.pid, signal.SIGTERM)
+        try:
+            relay.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(relay.pid, signal.SIGKILL)
+    print(f"capacity {name}: {best_rate:g} Hz ({best:.0f} copies/s)", flush=True)
+    return best_rate
 
 
 def main():
@@ -103,10 +135,13 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--relays", default="tern-socket,tern-uring,libenet")
     ap.add_argument("--capacity", default="")
+    ap.add_argument("--find-capacity", default="",
+                    help="per-client rates (Hz) to sweep for each relay's capacity first")
     ap.add_argument("--steps", default="25,50,100,150,200,300,50")
     ap.add_argument("--step-seconds", type=float, default=3)
     ap.add_argument("--clients", type=int, default=1000)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--tern-args", default="", help="extra tern-relay flags, space separated")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "load_ramp.json"))
     a = ap.parse_args()
     if a.quick:
@@ -127,12 +162,20 @@ def main():
     except ValueError:
         ap.error("--steps: comma-separated percentages")
 
+    if a.find_capacity:
+        try:
+            grid = sorted(float(x) for x in a.find_capacity.split(","))
+        except ValueError:
+            ap.error("--find-capacity: comma-separated rates")
+        for name in relays:
+            capacity[name] = find_capacity(a, name, grid)
+
     results = {r: [] for r in relays}
     for run in range(a.runs):
         order = relays if run % 2 == 0 else list(reversed(relays))
         for name in order:
             port = free_port()
-            relay = start_relay(a.build, name, port)
+            relay = start_relay(a.build, name, port, a.tern_args.split())
             rows = []
             try:
                 for pct in steps:
@@ -167,8 +210,12 @@ def main():
                 out += [r["goodput"] / peak for r in rows if r["pct"] == pct]
             return med(out)
 
+        # The same load as the last step, before the overload (else the step just before it).
         def before_overload(rows):
             first_over = next((i for i, r in enumerate(rows) if r["pct"] > 100), 0)
+            same = [r for r in rows[:first_over] if r["pct"] == rows[-1]["pct"]]
+            if same:
+                return same[-1]["p99_us"]
             return rows[first_over - 1]["p99_us"] if first_over > 0 else None
 
         before = med([before_overload(rows) for rows in results[name]])
