@@ -1,27 +1,30 @@
 #!/usr/bin/env python3
 """Load ramp: offered load rising in steps past each relay's capacity, held, then back down.
 
-    perf/load_ramp.py [--build build-release] [--runs 3] [--relays tern-socket,tern-uring,libenet]
-                      [--capacity tern-socket=HZ,tern-uring=HZ,libenet=HZ]
+    perf/load_ramp.py [--build build-release] [--runs 3]
+                      [--relays tern-socket,tern-uring,tern-memif,libenet]
+                      [--capacity NAME=HZ,...] [--find-capacity HZ,HZ,...]
                       [--steps 25,50,100,150,200,300,50] [--step-seconds 3]
-                      [--clients 1000] [--quick] [--out FILE]
+                      [--clients 1000] [--tern-args "FLAGS"] [--quick] [--out FILE]
 
-For every relay (a fresh process per run, pinned to CPU 0) the steps run one after another
-against the same relay process, each a tern-loadgen run (pinned to CPU 1) of --step-seconds at
-CAPACITY x STEP% messages per second per client, reliable, 64 B, rooms of 8, with clients
-whose own queue is bounded (--max-queued 4096, 64 messages: an application that cannot send
-more is told so, and those copies count as lost, not as latency). Per step: goodput (delivered copies/s),
-p99 latency, loss, and the relay's peak RSS during the step. "p99 before" is the step before
-the overload with the last step's load (else the step just before the first one past 100%);
-"p99 after" the last step (its first second is loadgen's warm-up, not measured). CAPACITY is the per-client rate
-at 100%: --capacity, or found first with --find-capacity RATES (the relay's saturation: the
-rate of the best goodput, swept upwards until goodput stops rising by 3% or a step loses more
-than 5%); the defaults are rough.
+Relays: tern-relay on the socket, io_uring and DPDK net_memif drivers (memif: relay and load
+generator busy-polling the two ends of a memif pair, as in perf/dpdk_bench.py (a)), and the
+libenet reference relay. For every relay (a fresh process per run, pinned to CPU 0) the steps
+run one after another against the same relay process, each a tern-loadgen run (pinned to CPU 1)
+of --step-seconds after a 1 s warm-up, at CAPACITY x STEP% messages per second per client:
+reliable, 64 B, rooms of 8, each client's own queue bounded at 4 KiB (--max-queued 4096, 64
+messages: an application that cannot send more is told so; those copies count as lost, not as
+latency). Per step: goodput (delivered copies/s), p99 latency, loss, and the relay's peak RSS.
+
+CAPACITY is the per-client rate at 100%: --capacity, or found first with --find-capacity (the
+relay's saturation on a fresh process: the rate of the best goodput, swept upwards until
+goodput stops rising by 3% or a step loses more than 5%). The built-in defaults are rough.
 
 Summary per relay (medians of the runs): goodput at 200% and 300% as a share of the ramp's peak
-goodput; p99 of the last step (after the overload) against the first 50% step (before it);
-peak RSS. Results: perf/results/load_ramp.json. --quick: 200 clients, steps 25,100,300,50 of
-1 s, one run, tern-socket and libenet (the CI smoke).
+goodput; "p99 before", the step before the overload with the last step's load (else the step
+just before the first one past 100%), against "p99 after", the last step; peak RSS. Results:
+perf/results/load_ramp.json. --quick (the CI smoke): 200 clients, steps 25,100,300,50 of 1 s,
+one run, tern-socket and libenet.
 """
 import argparse
 import json
@@ -40,7 +43,8 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, HERE)
 from runtime_bench import free_port, parse_kv  # noqa: E402
 
-DEFAULT_CAPACITY = {"tern-socket": 300, "tern-uring": 60, "libenet": 40}
+DEFAULT_CAPACITY = {"tern-socket": 300, "tern-uring": 60, "tern-memif": 900, "libenet": 40}
+MEMIF_SOCK = f"/tmp/tern-load-ramp-{os.getpid()}.sock"
 
 
 def rss_kib(pid):
@@ -54,24 +58,54 @@ def rss_kib(pid):
     return 0
 
 
-def start_relay(build, name, port, tern_args=()):
-    listen = f"127.0.0.1:{port}"
+def start_relay(build, name, tern_args=()):
+    """Starts relay `name` on CPU 0; returns its process, the loadgen's target and the loadgen
+    flags that reach it (memif: the client end of the relay's memif pair)."""
+    port = free_port()
+    target = f"127.0.0.1:{port}"
+    client = ["--sources", "127.0.0.0/29"]
+    relay = os.path.join(build, "apps/relay/tern-relay")
     if name == "libenet":
-        cmd = [os.path.join(build, "perf/reference/enet-relay"), "--listen", listen, "--quiet"]
+        cmd = [os.path.join(build, "perf/reference/enet-relay"), "--listen", target, "--quiet"]
+    elif name == "tern-memif":
+        if os.path.exists(MEMIF_SOCK):
+            os.unlink(MEMIF_SOCK)
+        cmd = [relay, "--listen", f"0.0.0.0:{port}", "--driver", "dpdk", "--dpdk-port",
+               f"net_memif0,role=server,socket={MEMIF_SOCK}", "--dpdk-ip", "10.215.0.1/24",
+               "--dpdk-mbufs", "16383", "--shards", "1", "--idle", "busy", "--pin", "off"]
+        target = f"10.215.0.1:{port}"
+        client = ["--driver", "dpdk", "--dpdk-port", f"net_memif0,role=client,socket={MEMIF_SOCK}",
+                  "--dpdk-ip", "10.215.0.2/24", "--dpdk-mbufs", "16383", "--idle", "busy",
+                  "--timeout-ms", "15000"]
     else:
-        driver = name.split("-", 1)[1]
-        cmd = [os.path.join(build, "apps/relay/tern-relay"), "--listen", listen, "--shards", "1",
-               "--pin", "off", "--driver", driver] + list(tern_args)
+        cmd = [relay, "--listen", target, "--shards", "1", "--pin", "off", "--driver",
+               name.split("-", 1)[1]]
+    if name != "libenet":
+        cmd += list(tern_args)
     p = subprocess.Popen(["taskset", "-c", "0"] + cmd, stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL, text=True, start_new_session=True)
-    if name != "libenet":
-        p.stdout.readline()  # "relaying ..."
-    else:
+    if name == "libenet":
         time.sleep(0.3)
-    return p
+    else:
+        for line in p.stdout:  # EAL may speak first; "relaying ..." once it serves
+            if line.startswith("relaying"):
+                break
+        else:
+            p.wait()
+            raise RuntimeError(f"{name} did not start (exit {p.returncode}): is DPDK built?")
+    return p, target, client
 
 
-def step(build, target, clients, rate, seconds, relay_pid):
+def stop_relay(p):
+    os.killpg(p.pid, signal.SIGTERM)
+    try:
+        p.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+
+
+def step(build, target, client_args, clients, rate, seconds, relay_pid):
     peak = [0]
     done = [False]
 
@@ -85,7 +119,7 @@ def step(build, target, clients, rate, seconds, relay_pid):
     cmd = ["taskset", "-c", "1", os.path.join(build, "apps/loadgen/tern-loadgen"), "--target",
            target, "--quiet", "--clients", str(clients), "--room-size", "8", "--rate",
            f"{rate:g}", "--size", "64", "--duration", f"{seconds:g}", "--warmup", "1",
-           "--delivery", "reliable", "--sources", "127.0.0.0/29", "--max-queued", "4096"]
+           "--delivery", "reliable", "--max-queued", "4096"] + client_args
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds * 4 + 90)
     done[0] = True
     t.join()
@@ -104,12 +138,11 @@ def find_capacity(a, name, grid):
     """The relay's saturation on a fresh process: rates of `grid` in turn until goodput stops
     rising (by 3%) or a step loses more than 5% (refused sends included); the rate of the best
     goodput. Each step runs like a ramp step."""
-    port = free_port()
-    relay = start_relay(a.build, name, port, a.tern_args.split())
+    relay, target, client = start_relay(a.build, name, a.tern_args.split())
     best_rate, best = grid[0], 0.0
     try:
         for rate in grid:
-            row = step(a.build, f"127.0.0.1:{port}", a.clients, rate, a.step_seconds, relay.pid)
+            row = step(a.build, target, client, a.clients, rate, a.step_seconds, relay.pid)
             print(f"capacity {name:12s} rate={rate:7.1f} Hz goodput={row['goodput']:11.0f}/s "
                   f"loss={row['loss']} p99={row['p99_us']} us", flush=True)
             if row["goodput"] > best:
@@ -120,11 +153,7 @@ def find_capacity(a, name, grid):
             if not row["ok"] or row["loss"] is None or row["loss"] > 0.05 or not rising:
                 break
     finally:
-        os.killpg(relay.pid, signal.SIGTERM)
-        try:
-            relay.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(relay.pid, signal.SIGKILL)
+        stop_relay(relay)
     print(f"capacity {name}: {best_rate:g} Hz ({best:.0f} copies/s)", flush=True)
     return best_rate
 
@@ -133,7 +162,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build-release"))
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--relays", default="tern-socket,tern-uring,libenet")
+    ap.add_argument("--relays", default="tern-socket,tern-uring,tern-memif,libenet")
     ap.add_argument("--capacity", default="")
     ap.add_argument("--find-capacity", default="",
                     help="per-client rates (Hz) to sweep for each relay's capacity first")
@@ -174,13 +203,12 @@ def main():
     for run in range(a.runs):
         order = relays if run % 2 == 0 else list(reversed(relays))
         for name in order:
-            port = free_port()
-            relay = start_relay(a.build, name, port, a.tern_args.split())
+            relay, target, client = start_relay(a.build, name, a.tern_args.split())
             rows = []
             try:
                 for pct in steps:
                     rate = capacity[name] * pct / 100
-                    row = step(a.build, f"127.0.0.1:{port}", a.clients, rate, a.step_seconds,
+                    row = step(a.build, target, client, a.clients, rate, a.step_seconds,
                                relay.pid)
                     row["pct"] = pct
                     rows.append(row)
@@ -188,11 +216,7 @@ def main():
                           f"goodput={row['goodput']:11.0f}/s p99={row['p99_us']} us "
                           f"loss={row['loss']} rss={row['rss_kib']} KiB", flush=True)
             finally:
-                os.killpg(relay.pid, signal.SIGTERM)
-                try:
-                    relay.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    os.killpg(relay.pid, signal.SIGKILL)
+                stop_relay(relay)
             results[name].append(rows)
 
     summary = {}
