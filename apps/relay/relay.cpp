@@ -65,10 +65,6 @@ struct Streamer {
   PeerHandle peer;
 };
 
-// Why a member's intake is held (bits of Member::holds).
-constexpr std::uint8_t kHoldRoom = 1;  // its room's fan-out is backed up
-constexpr std::uint8_t kHoldRate = 2;  // over limits.message_rate or limits.peer_bandwidth
-
 // A first-in first-out queue that keeps its storage: it allocates only to grow past the most it
 // ever held, so queueing for a full ring is no allocation per message.
 template <class T>
@@ -130,19 +126,15 @@ struct Relay::Room {
   }
 };
 
-// Per peer slot of this shard's core: which room, and the token buckets of the limits.
+// Per peer slot of this shard's core: which room, and whether it is held.
 struct Relay::Member {
   PeerHandle peer;
   std::uint32_t room = 0;
   std::uint32_t order = 0;
-  bool counted = false;    // holds one of the relay's max_peers places
-  bool leaving = false;    // the relay disconnected it; already out of its room
-  std::uint8_t holds = 0;  // kHold* bits
-  double messages = 0;     // tokens: messages this peer may still send now
-  double bytes = 0;
-  std::uint64_t refilled_us = 0;
-  std::uint64_t over_since_us = 0;    // backlog past hold_backlog since (0: it is not)
-  std::uint64_t rate_release_us = 0;  // kHoldRate: when the buckets allow a message again
+  bool counted = false;             // holds one of the relay's max_peers places
+  bool leaving = false;             // the relay disconnected it; already out of its room
+  bool held = false;                // its intake is held (its room's fan-out is backed up)
+  std::uint64_t over_since_us = 0;  // backlog past hold_backlog since (0: it is not)
 };
 
 struct Relay::ShardState {
@@ -153,7 +145,6 @@ struct Relay::ShardState {
   std::vector<Fifo<rt::ShardMessage>> waiting;
   std::size_t waiting_total = 0;
   std::vector<std::uint32_t> pressured;  // rooms with local or overflow pressure (rechecked)
-  std::vector<PeerHandle> rate_held;
   std::uint64_t next_recheck_us = 0;
   std::uint64_t held = 0;
   std::uint64_t rooms_held = 0;
@@ -187,6 +178,11 @@ Relay::Relay(const RelayConfig& config)
         o.host.peer_limit = std::size_t{config.max_peers} +
                             std::max<std::size_t>(16, std::size_t{config.max_peers} / 16);
         o.host.channel_limit = config.channels;
+        // The rate limits are metered by the core before the acknowledgement: a reliable message
+        // over them is not acknowledged (its sender's window holds it back), an unreliable one
+        // is dropped.
+        o.host.intake_rate = config.max_message_rate;
+        o.host.intake_bandwidth = config.max_peer_bandwidth;
         o.host.incoming_bandwidth = config.incoming_bandwidth;
         o.host.outgoing_bandwidth = config.outgoing_bandwidth;
         o.host.max_packet_size = std::max<std::uint32_t>(config.max_message_size, 1);
@@ -322,9 +318,6 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
         return;
       }
       m.counted = true;
-      m.refilled_us = s.now_us();
-      m.messages = config_.max_message_rate;
-      m.bytes = config_.max_peer_bandwidth;
       const std::uint32_t room_id = ev.data;
       if (room_id == 0) return;
       Room& room = st.rooms[room_id];
@@ -347,7 +340,7 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
       if (room.broadcast) {
         room.members.push_back(Streamer{m.order, static_cast<std::uint32_t>(me), ev.peer});
       }
-      if (room.held) set_hold(s, m, kHoldRoom, true);
+      if (room.held) set_hold(s, m, true);
       bump(stats.members);
       stats.rooms.store(st.rooms.size(), std::memory_order_relaxed);
       for (std::size_t t = 0; t < st.shard_count; ++t) {
@@ -366,7 +359,7 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
       if (m == nullptr) return;
       if (m->counted) peers_.fetch_sub(1, std::memory_order_relaxed);
       if (!m->leaving) leave_room(s, *m);
-      if (m->holds != 0) {
+      if (m->held) {
         --st.held;
         stats.held.store(st.held, std::memory_order_relaxed);
       }
@@ -397,40 +390,6 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
         if (v == filter::Verdict::drop) return drop(RelayDrop::filtered);
       }
 #endif
-      if (config_.max_message_rate != 0 || config_.max_peer_bandwidth != 0) {
-        const std::uint64_t now = s.now_us();
-        const double seconds = static_cast<double>(now - m->refilled_us) / 1e6;
-        const auto size = static_cast<double>(ev.packet.size());
-        m->refilled_us = now;
-        double wait_s = 0;  // until the buckets allow another message
-        if (config_.max_message_rate != 0) {
-          const double rate = config_.max_message_rate;
-          m->messages = std::min(rate, m->messages + seconds * rate);
-          if (m->messages < 1 && !reliable) return drop(RelayDrop::rate_limited);
-        }
-        if (config_.max_peer_bandwidth != 0) {
-          const double bw = config_.max_peer_bandwidth;
-          m->bytes = std::min(bw, m->bytes + seconds * bw);
-          if (m->bytes < size && !reliable) return drop(RelayDrop::bandwidth_limited);
-          m->bytes -= size;
-          if (m->bytes < 0) wait_s = -m->bytes / bw;
-        }
-        if (config_.max_message_rate != 0) {
-          m->messages -= 1;
-          if (m->messages < 1)
-            wait_s = std::max(wait_s, (1 - m->messages) / config_.max_message_rate);
-        }
-        // A reliable message was acknowledged on arrival, so it goes on; its sender is held
-        // (its own window stops it) until the buckets have refilled.
-        if (reliable && wait_s > 0) {
-          m->rate_release_us = now + static_cast<std::uint64_t>(wait_s * 1e6) + 1;
-          if ((m->holds & kHoldRate) == 0) {
-            set_hold(s, *m, kHoldRate, true);
-            bump(stats.rate_holds);
-            st.rate_held.push_back(m->peer);
-          }
-        }
-      }
       const std::uint32_t room_id = m->room;
       auto it = st.rooms.find(room_id);
       if (it == st.rooms.end()) return;
@@ -647,12 +606,6 @@ std::uint64_t Relay::tick(rt::Shard& s) {
     }
     if (!st.pressured.empty()) next = st.next_recheck_us;
   }
-  if (!st.rate_held.empty()) {
-    release_rate_holds(s);
-    for (const PeerHandle& p : st.rate_held) {
-      if (const Member* m = st.member(p)) next = std::min(next, m->rate_release_us);
-    }
-  }
   // The other shard makes room in its ring as it drains it, without telling us: look again soon.
   if (st.waiting_total != 0) next = std::min(next, now + kRetryUs);
   return next;
@@ -736,21 +689,18 @@ void Relay::update_room_hold(rt::Shard& s, Room& room) {
   }
   stats_[s.index()]->rooms_held.store(st.rooms_held, std::memory_order_relaxed);
   for (const PeerHandle& p : room.local) {
-    if (Member* m = st.member(p)) set_hold(s, *m, kHoldRoom, want);
+    if (Member* m = st.member(p)) set_hold(s, *m, want);
   }
 }
 
-void Relay::set_hold(rt::Shard& s, Member& m, std::uint8_t reason, bool on) {
+void Relay::set_hold(rt::Shard& s, Member& m, bool on) {
   ShardState& st = *state_[s.index()];
   RelayShardStats& stats = *stats_[s.index()];
-  const bool was = m.holds != 0;
-  m.holds = on ? static_cast<std::uint8_t>(m.holds | reason)
-               : static_cast<std::uint8_t>(m.holds & ~reason);
-  const bool is = m.holds != 0;
-  if (was == is) return;
+  if (m.held == on) return;
+  m.held = on;
   // Released: what it sent meanwhile is acknowledged and delivered now (events before the flush).
-  s.core().hold_intake(m.peer, is);
-  if (is) {
+  s.core().hold_intake(m.peer, on);
+  if (on) {
     ++st.held;
     bump(stats.holds);
   } else {
@@ -831,21 +781,6 @@ void Relay::recheck_rooms(rt::Shard& s) {
       continue;
     }
     ++i;
-  }
-}
-
-void Relay::release_rate_holds(rt::Shard& s) {
-  ShardState& st = *state_[s.index()];
-  const std::uint64_t now = s.now_us();
-  for (std::size_t i = 0; i < st.rate_held.size();) {
-    Member* m = st.member(st.rate_held[i]);
-    if (m != nullptr && (m->holds & kHoldRate) != 0 && now < m->rate_release_us) {
-      ++i;
-      continue;
-    }
-    if (m != nullptr) set_hold(s, *m, kHoldRate, false);
-    st.rate_held[i] = st.rate_held.back();
-    st.rate_held.pop_back();
   }
 }
 
@@ -983,9 +918,13 @@ std::string Relay::metrics_text() const {
   per_shard("tern_relay_holds_total", "counter",
             "Times a member's new reliable messages were held unacknowledged (back-pressure).",
             [&](std::size_t i) { return stats_[i]->holds.load(); });
-  per_shard("tern_relay_rate_holds_total", "counter",
-            "Holds for the message rate or bandwidth limits.",
-            [&](std::size_t i) { return stats_[i]->rate_holds.load(); });
+  per_shard("tern_relay_over_limit_refused_total", "counter",
+            "Reliable messages over limits.message_rate or peer_bandwidth, left unacknowledged "
+            "(the sender resends them).",
+            [&](std::size_t i) { return group_.counters(i).over_limit_refused; });
+  per_shard("tern_relay_over_limit_dropped_total", "counter",
+            "Unreliable messages over limits.message_rate or peer_bandwidth, dropped.",
+            [&](std::size_t i) { return group_.counters(i).over_limit_dropped; });
   per_shard("tern_relay_senders_held", "gauge", "Members whose intake is held now.",
             [&](std::size_t i) { return stats_[i]->held.load(); });
   per_shard("tern_relay_rooms_held", "gauge",

@@ -16,10 +16,12 @@
 // when a room's fan-out backs up (a member's backlog past overload.hold_backlog, or the queue to
 // another shard past overload.overflow_limit) every member of the room is held
 // (HostCore::hold_intake: its new reliable messages are kept unacknowledged, so its own ENet
-// window stops it) until the backlog halves. The rate and bandwidth limits hold a sender the
-// same way. A member that cannot keep up (its backlog reaches limits.member_backlog, or it keeps
-// its room held for overload.slow_member_ms) is disconnected with data kSlowConsumer. Unreliable
-// copies are shed first: past half a member's backlog, or over the rate limits.
+// window stops it) until the backlog halves. The rate and bandwidth limits are met before the
+// acknowledgement too, by the core (HostConfig::intake_rate): a reliable message over them is
+// left unacknowledged for its sender to resend, an unreliable one dropped. A member that cannot
+// keep up (its backlog reaches limits.member_backlog, or it keeps its room held for
+// overload.slow_member_ms) is disconnected with data kSlowConsumer. Unreliable copies are shed
+// first: past half a member's backlog, or over the rate limits.
 #pragma once
 
 #include "config.hpp"
@@ -46,8 +48,6 @@ namespace tern::relay {
   X(no_room, "message from a client that joined no room")                                  \
   X(room_full, "connect refused: the room is at its size limit")                           \
   X(peer_limit, "connect refused: the relay is at its peer limit")                         \
-  X(rate_limited, "unreliable message over the per-peer message rate")                     \
-  X(bandwidth_limited, "unreliable message over the per-peer incoming bandwidth")          \
   X(too_large, "message larger than limits.message_size (a reliable one disconnects)")     \
   X(send_failed, "unreliable copy shed: the member's backlog is past half member_backlog") \
   X(cross_shard_full, "unreliable copy shed: the queue to another shard was not empty")    \
@@ -86,7 +86,6 @@ struct RelayShardStats {
   std::atomic<std::uint64_t> holds{0};                // times a member's intake was held
   std::atomic<std::uint64_t> held{0};                 // members held now (gauge)
   std::atomic<std::uint64_t> rooms_held{0};           // rooms held now on this shard (gauge)
-  std::atomic<std::uint64_t> rate_holds{0};           // holds for the rate/bandwidth limits
   std::atomic<std::uint64_t> slow_consumers{0};       // members disconnected, kSlowConsumer
   std::atomic<std::uint64_t> abusive{0};              // disconnected, kMessageTooLarge
 };
@@ -146,9 +145,8 @@ class Relay {
   void set_local_pressure(rt::Shard& s, std::uint32_t room_id, Room& room, bool on);
   static void recheck_later(ShardState& st, std::uint32_t room_id, Room& room);
   void update_room_hold(rt::Shard& s, Room& room);
-  void set_hold(rt::Shard& s, Member& m, std::uint8_t reason, bool on);
+  void set_hold(rt::Shard& s, Member& m, bool on);
   void recheck_rooms(rt::Shard& s);
-  void release_rate_holds(rt::Shard& s);
   void drop_member(rt::Shard& s, Member& m, std::uint32_t data);
   void leave_room(rt::Shard& s, Member& m);
   std::size_t filter_batch(rt::Shard& s, std::span<rt::RxFrame> frames);

@@ -33,6 +33,7 @@ namespace tern::proto {
   X(waiting_data_cap, "peer's buffered incoming data at its cap")                       \
   X(memory_cap, "host-wide buffered data at the configured memory cap")                 \
   X(throttled, "unreliable message dropped by the packet throttle")                    \
+  X(over_limit, "unreliable message over the peer's intake rate or bandwidth")         \
   X(unexpected_ack, "acknowledgement for nothing in flight")                            \
   X(extension_not_agreed, "Tern extension command from a peer that did not agree to it")
 // clang-format on

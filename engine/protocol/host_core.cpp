@@ -258,6 +258,11 @@ struct PeerExtra {
   std::uint32_t incoming_bandwidth = 0;
   std::uint32_t outgoing_bandwidth = 0;
   std::uint32_t withheld = 0;  // reliable commands taken but not acknowledged (hold_intake)
+  // HostConfig::intake_rate and intake_bandwidth: the buckets, and when they were last filled
+  // (0: never, they start full).
+  double intake_messages = 0;
+  double intake_bytes = 0;
+  std::uint64_t intake_filled_ms = 0;
   std::array<std::uint32_t, kStatCount> stat_high{};
 };
 
@@ -1336,6 +1341,10 @@ struct HostCore::Impl {
       return Handled::withheld;
     }
     const std::size_t len = cmd.payload.size();
+    if (!meter(p, len)) {
+      ++counters.intake_over_limit;
+      return Handled::withheld;  // neither kept nor acknowledged: the sender resends it
+    }
     if (p.intake_held) return withhold_reliable(p, ch, cmd, sent_time, why);
     if (!charge(p, len, false, why)) return Handled::stop;  // no ack: the sender retries later
     if (ch.in_reliable.empty() &&
@@ -1358,6 +1367,30 @@ struct HostCore::Impl {
     insert_reliable(ch, c);
     dispatch_reliable(p, cmd.channel_id);
     return Handled::ok;
+  }
+
+  // HostConfig::intake_rate / intake_bandwidth: true when the peer's buckets pay for one more
+  // message of `bytes`, which they then do.
+  bool meter(Peer& p, std::size_t bytes) {
+    if (config.intake_rate == 0 && config.intake_bandwidth == 0) return true;
+    PeerExtra& e = extra(p);
+    const double rate = config.intake_rate;
+    const double bandwidth = config.intake_bandwidth;
+    if (e.intake_filled_ms == 0) {
+      e.intake_messages = rate;
+      e.intake_bytes = bandwidth;
+    } else {
+      const double seconds = static_cast<double>(now_ms - e.intake_filled_ms) / 1000.0;
+      e.intake_messages = std::min(rate, e.intake_messages + seconds * rate);
+      e.intake_bytes = std::min(bandwidth, e.intake_bytes + seconds * bandwidth);
+    }
+    e.intake_filled_ms = std::max<std::uint64_t>(now_ms, 1);
+    const auto size = static_cast<double>(bytes);
+    if (rate != 0 && e.intake_messages < 1) return false;
+    if (bandwidth != 0 && e.intake_bytes < std::min(size, bandwidth)) return false;
+    e.intake_messages -= 1;
+    e.intake_bytes -= size;
+    return true;
   }
 
   // A new reliable command from a peer whose intake is held: kept, neither delivered nor
@@ -1419,6 +1452,10 @@ struct HostCore::Impl {
         counters.drops.add(Drop::late_unreliable);
         return Handled::ok;
       }
+      if (!meter(p, cmd.payload.size())) {
+        counters.drops.add(Drop::over_limit);
+        return Handled::ok;
+      }
       // Deliverable at once; anything older still waiting (fragment sets) is now late.
       ch.in_unreliable_seq = useq;
       deliver_from_datagram(p, cmd.channel_id, Delivery::unreliable, cmd.payload);
@@ -1432,6 +1469,10 @@ struct HostCore::Impl {
       return Handled::ok;
     }
     const std::size_t len = cmd.payload.size();
+    if (!meter(p, len)) {
+      counters.drops.add(Drop::over_limit);
+      return Handled::ok;
+    }
     if (!charge(p, len, false, why)) {
       counters.drops.add(why);
       return Handled::ok;  // unreliable: dropping it is the contract
@@ -1467,6 +1508,10 @@ struct HostCore::Impl {
       window.bits.fill(0);
     } else if (window.bits[index / 32] & (1u << (index % 32))) {
       counters.drops.add(Drop::duplicate);
+      return Handled::ok;
+    }
+    if (!meter(p, cmd.payload.size())) {
+      counters.drops.add(Drop::over_limit);
       return Handled::ok;
     }
     window.bits[index / 32] |= 1u << (index % 32);
@@ -1561,6 +1606,10 @@ struct HostCore::Impl {
         return Handled::stop;
       }
     } else {
+      if (!meter(p, cmd.fragment.total_length)) {
+        ++counters.intake_over_limit;
+        return Handled::withheld;
+      }
       if (p.intake_held) {
         // No new set while held: only sets already started fill up (and wait for release).
         ++counters.intake_refused;
@@ -1597,6 +1646,10 @@ struct HostCore::Impl {
         return Handled::stop;
       }
     } else {
+      if (!meter(p, cmd.fragment.total_length)) {
+        counters.drops.add(Drop::over_limit);
+        return Handled::ok;
+      }
       set = new_fragment_set(p, cmd, rseq, start, Cmd::send_unreliable_fragment, why);
       if (set == nullptr) {
         counters.drops.add(why);

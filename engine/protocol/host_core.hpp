@@ -51,6 +51,14 @@ struct HostConfig {
   // Per peer, while its intake is held (hold_intake): new reliable commands kept, unacknowledged,
   // for delivery on release. Past it they are not kept either; the sender resends them.
   std::uint32_t max_withheld = 256;
+  // Per peer: messages per second (intake_rate) and payload bytes per second
+  // (intake_bandwidth) taken from it, 0 = no limit; each bucket holds one second's worth. Metered
+  // before the acknowledgement: a reliable message over the limit is neither kept nor
+  // acknowledged (its sender resends it, by when the bucket has refilled), an unreliable or
+  // unsequenced one is dropped (Drop::over_limit). A fragmented message is metered once, whole,
+  // by its first fragment. A message larger than a full byte bucket still passes then.
+  std::uint32_t intake_rate = 0;
+  std::uint32_t intake_bandwidth = 0;
   // Delayed acknowledgement: acks for a connected peer to which nothing else is queued wait up
   // to this long for a message to ride with, instead of leaving at once in a datagram of their
   // own (ENet's behaviour, 0). A client that sends on a tick, like a game calling
@@ -136,8 +144,10 @@ struct HostCounters {
   std::uint64_t queue_full = 0;       // sends refused for max_queued
   std::uint64_t intake_withheld = 0;  // reliable commands kept unacknowledged (hold_intake)
   std::uint64_t intake_refused = 0;   // not even kept: past max_withheld or a new fragment set
-  std::size_t buffered_bytes = 0;     // incoming data held for reassembly/ordering/delivery
-  std::size_t reassembly_bytes = 0;   // of which incomplete fragment sets
+  std::uint64_t intake_over_limit =
+      0;                             // reliable messages not acknowledged: intake_rate/_bandwidth
+  std::size_t buffered_bytes = 0;    // incoming data held for reassembly/ordering/delivery
+  std::size_t reassembly_bytes = 0;  // of which incomplete fragment sets
   DropCounters drops;
 };
 

@@ -83,6 +83,8 @@ struct Shard::LiveCounters {
   std::atomic<std::uint64_t> retransmits{0};
   std::atomic<std::uint64_t> fast_retransmits{0};
   std::atomic<std::uint64_t> timeouts{0};
+  std::atomic<std::uint64_t> over_limit_refused{0};
+  std::atomic<std::uint64_t> over_limit_dropped{0};
   std::atomic<std::uint64_t> tx_dropped{0};
   std::atomic<std::uint64_t> tx_waits{0};
   std::atomic<std::uint64_t> cross_sent{0};
@@ -494,6 +496,8 @@ void Shard::publish_counters(const D& driver) {
   l.retransmits.store(c.retransmits, r);
   l.fast_retransmits.store(c.fast_retransmits, r);
   l.timeouts.store(c.timeouts, r);
+  l.over_limit_refused.store(c.intake_over_limit, r);
+  l.over_limit_dropped.store(c.drops[proto::Drop::over_limit], r);
   const DriverStats d = driver.stats();
   l.tx_dropped.store(d.tx_dropped, r);
   l.tx_backlog.store(d.tx_backlog, r);
@@ -564,6 +568,8 @@ ShardCounters Shard::counters() const {
   s.retransmits = l.retransmits.load(r);
   s.fast_retransmits = l.fast_retransmits.load(r);
   s.timeouts = l.timeouts.load(r);
+  s.over_limit_refused = l.over_limit_refused.load(r);
+  s.over_limit_dropped = l.over_limit_dropped.load(r);
   s.tx_dropped = l.tx_dropped.load(r);
   s.tx_backlog = l.tx_backlog.load(r);
   s.port.link = l.link.load(r);
@@ -722,6 +728,8 @@ ShardCounters ShardGroup::total() const {
     t.retransmits += c.retransmits;
     t.fast_retransmits += c.fast_retransmits;
     t.timeouts += c.timeouts;
+    t.over_limit_refused += c.over_limit_refused;
+    t.over_limit_dropped += c.over_limit_dropped;
     t.tx_dropped += c.tx_dropped;
     t.tx_backlog += c.tx_backlog;
     if (c.port.link == 0 || (c.port.link == 1 && t.port.link != 0)) t.port.link = c.port.link;

@@ -114,4 +114,57 @@ TEST_F(HoldIntake, ADisconnectWhileHeldLosesNothingAcknowledged) {
   EXPECT_EQ(p.server.peer_count(), 0u);
 }
 
+// HostConfig::intake_rate: metered before the acknowledgement. A burst larger than the bucket
+// (one second's worth) gets only what the bucket pays for at once; the rest is left
+// unacknowledged, resent by the sender, and delivered in order as the bucket refills. An
+// unsequenced message over the rate is dropped and counted.
+TEST(IntakeMeter, ReliableOverTheRateWaitsForTheSenderToResend) {
+  received.clear();
+  HostConfig server;
+  server.intake_rate = 10;
+  CorePair p(HostConfig{}, server);
+  p.on_server_event = record;
+  p.handshake();
+  for (std::uint32_t i = 0; i < 30; ++i) send_seq(p, i);
+  for (int i = 0; i < 5; ++i) p.step(1000);
+  EXPECT_EQ(received.size(), 10u) << "the bucket holds 10";
+  EXPECT_GE(p.server.counters().intake_over_limit, 20u);
+  EXPECT_GE(p.client.queued_bytes(p.client_peer), 20u * 8u) << "the rest is unacknowledged";
+  for (int i = 0; i < 5000 && received.size() < 30; ++i) p.step(1000);
+  ASSERT_EQ(received.size(), 30u);
+  for (std::uint32_t i = 0; i < 30; ++i) EXPECT_EQ(received[i], i);
+  EXPECT_EQ(p.server.counters().drops[Drop::over_limit], 0u);
+}
+
+TEST(IntakeMeter, UnsequencedOverTheRateIsDropped) {
+  received.clear();
+  HostConfig server;
+  server.intake_rate = 10;
+  CorePair p(HostConfig{}, server);
+  p.on_server_event = record;
+  p.handshake();
+  for (std::uint32_t i = 0; i < 30; ++i) send_seq(p, i, Delivery::unsequenced);
+  for (int i = 0; i < 5; ++i) p.step(1000);
+  EXPECT_EQ(received.size(), 10u);
+  EXPECT_EQ(p.server.counters().drops[Drop::over_limit], 20u);
+  // A second later the bucket is full again.
+  p.step(1'000'000);
+  send_seq(p, 99, Delivery::unsequenced);
+  p.step(1000);
+  ASSERT_EQ(received.size(), 11u);
+  EXPECT_EQ(received.back(), 99u);
+}
+
+TEST(IntakeMeter, BandwidthCountsBytes) {
+  received.clear();
+  HostConfig server;
+  server.intake_bandwidth = 80;  // ten 8-byte messages a second
+  CorePair p(HostConfig{}, server);
+  p.on_server_event = record;
+  p.handshake();
+  for (std::uint32_t i = 0; i < 30; ++i) send_seq(p, i, Delivery::unsequenced);
+  for (int i = 0; i < 5; ++i) p.step(1000);
+  EXPECT_EQ(received.size(), 10u);
+}
+
 }  // namespace
