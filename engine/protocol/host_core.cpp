@@ -166,27 +166,55 @@ class ReleaseBatch {
   std::size_t used_n_ = 0;
 };
 
-// A channel's commands in flight, by reliable sequence number modulo this many: the slot an
-// acknowledgement names is next to the ones its predecessors named, so it is usually in cache,
-// where a host-wide hash scatters them. A command whose slot is taken (more than this many
-// sequence numbers behind the newest in flight: a backlog) goes to the channel's wide slots.
+// Commands in flight by reliable sequence number modulo N, each slot tagged with the sequence
+// number it holds: an acknowledgement finds its command, or learns that the slot holds another,
+// from the table alone. The command itself was written a round trip ago and has usually left
+// the cache; looking at an occupant to learn it is the wrong one cost a miss per ack.
+template <std::size_t N>
+struct UnackedSlots {
+  std::array<OutCmd*, N> cmd{};
+  std::array<std::uint16_t, N> seq{};
+
+  OutCmd* find(std::uint16_t s) const {
+    OutCmd* c = cmd[s % N];
+    return c != nullptr && seq[s % N] == s ? c : nullptr;
+  }
+  bool claim(OutCmd* c) {
+    const std::size_t i = c->reliable_seq % N;
+    if (cmd[i] != nullptr) return false;
+    cmd[i] = c;
+    seq[i] = c->reliable_seq;
+    return true;
+  }
+  bool release(const OutCmd* c) {
+    const std::size_t i = c->reliable_seq % N;
+    if (cmd[i] != c) return false;
+    cmd[i] = nullptr;
+    return true;
+  }
+  bool empty() const {
+    return std::all_of(cmd.begin(), cmd.end(), [](const OutCmd* c) { return c == nullptr; });
+  }
+};
+
+// A channel's own slots: consecutive sequence numbers share lines, so the slot an
+// acknowledgement names is usually in cache next to the ones its predecessors named, where a
+// host-wide hash scatters them. A command whose slot is taken (more than this many sequence
+// numbers behind the newest in flight: a backlog) goes to the channel's wide slots.
 inline constexpr std::size_t kChannelUnackedSlots = 32;
 
-// A backlogged channel's commands in flight, by reliable sequence number modulo this many:
-// taken (from a pool) when the channel's own slots collide, and kept until the connection has
-// nothing in flight, so a channel that hovers around the limit does not take and return it
-// over and over. 1024 covers ENet's largest send window (64 KiB) of 64-byte messages; a
-// command whose wide slot is taken too goes to the host-wide index. Without these slots a
-// deep backlog sent every command through that index: a cache miss to insert it and one to
-// find it again, where consecutive sequence numbers share a line here.
+// A backlogged channel's slots: taken (from a pool) when the channel's own slots collide, and
+// kept until the connection has nothing in flight, so a channel that hovers around the limit
+// does not take and return them over and over. 1024 covers ENet's largest send window (64 KiB)
+// of 64-byte messages; a command whose wide slot is taken too goes to the host-wide index.
+// Without these slots a deep backlog sent every command through that index: a cache miss to
+// insert it and one to find it again.
 inline constexpr std::size_t kWideUnackedSlots = 1024;
-struct WideUnacked {
-  std::array<OutCmd*, kWideUnackedSlots> slots{};
-};
+using WideUnacked = UnackedSlots<kWideUnackedSlots>;
 
 // Allocated (from a pool) the first time the channel carries a message either way.
 struct Channel {
-  std::array<OutCmd*, kChannelUnackedSlots> unacked{};
+  UnackedSlots<kChannelUnackedSlots> unacked;
   WideUnacked* wide = nullptr;
   std::uint16_t out_reliable_seq = 0;
   std::uint16_t out_reliable_sent = 0;  // highest reliable seq transmitted at least once
@@ -525,8 +553,7 @@ struct HostCore::Impl {
   // Only once nothing is in flight on the channel: its wide slots are all empty.
   void release_wide(Channel& ch) {
     if (ch.wide != nullptr) {
-      assert(std::all_of(ch.wide->slots.begin(), ch.wide->slots.end(),
-                         [](const OutCmd* c) { return c == nullptr; }));
+      assert(ch.wide->empty());
       wide_pool.put(ch.wide);
       ch.wide = nullptr;
     }
@@ -825,49 +852,29 @@ struct HostCore::Impl {
 
   void track_unacked(Peer& p, OutCmd* c) {
     if (Channel* ch = command_channel(p, c->channel_id)) {
-      OutCmd*& slot = ch->unacked[c->reliable_seq % kChannelUnackedSlots];
-      if (slot == nullptr) {
-        slot = c;
-        return;
-      }
+      if (ch->unacked.claim(c)) return;
       if (ch->wide == nullptr) {
         ch->wide = wide_pool.get();
         ++p.queues->wide_channels;  // c is queued there
       }
-      OutCmd*& wide_slot = ch->wide->slots[c->reliable_seq % kWideUnackedSlots];
-      if (wide_slot == nullptr) {
-        wide_slot = c;
-        return;
-      }
+      if (ch->wide->claim(c)) return;
     }
     unacked.insert(unacked_key(p, c->channel_id, c->reliable_seq), c);
   }
 
   void untrack_unacked(Peer& p, OutCmd* c) {
     if (Channel* ch = command_channel(p, c->channel_id)) {
-      OutCmd*& slot = ch->unacked[c->reliable_seq % kChannelUnackedSlots];
-      if (slot == c) {
-        slot = nullptr;
-        return;
-      }
-      if (ch->wide != nullptr) {
-        OutCmd*& wide_slot = ch->wide->slots[c->reliable_seq % kWideUnackedSlots];
-        if (wide_slot == c) {
-          wide_slot = nullptr;
-          return;
-        }
-      }
+      if (ch->unacked.release(c)) return;
+      if (ch->wide != nullptr && ch->wide->release(c)) return;
     }
     unacked.erase(unacked_key(p, c->channel_id, c->reliable_seq));
   }
 
   OutCmd* find_unacked(const Peer& p, std::uint8_t channel_id, std::uint16_t seq) const {
     if (const Channel* ch = command_channel(p, channel_id)) {
-      OutCmd* c = ch->unacked[seq % kChannelUnackedSlots];
-      if (c != nullptr && c->reliable_seq == seq) return c;
+      if (OutCmd* c = ch->unacked.find(seq)) return c;
       if (ch->wide != nullptr) {
-        c = ch->wide->slots[seq % kWideUnackedSlots];
-        if (c != nullptr && c->reliable_seq == seq) return c;
+        if (OutCmd* c = ch->wide->find(seq)) return c;
       }
     }
     return unacked.size() != 0 ? unacked.find(unacked_key(p, channel_id, seq)) : nullptr;
@@ -1725,8 +1732,9 @@ struct HostCore::Impl {
     const Channel* ch = channel_if(p, channel_id);
     if (ch != nullptr) {
       for_each_in_range(seq, bits, [&](std::uint16_t s) {
-        detail::prefetch_line(ch->unacked[s % kChannelUnackedSlots]);
-        if (ch->wide != nullptr) detail::prefetch_line(ch->wide->slots[s % kWideUnackedSlots]);
+        OutCmd* c = ch->unacked.find(s);
+        if (c == nullptr && ch->wide != nullptr) c = ch->wide->find(s);
+        detail::prefetch_line(c);
       });
     }
     std::size_t n = 0;
