@@ -108,11 +108,8 @@ bool read_on_off(const CommandLine& cl, std::string_view name, bool& out, std::s
 }
 
 // "--name S" as seconds with at most three decimals ("2", "0.5", "1.250") into milliseconds.
-bool read_seconds(const CommandLine& cl, std::string_view name, std::uint64_t min_ms,
-                  std::uint64_t max_ms, std::uint64_t& out_ms, std::string& error) {
-  const auto text = cl.value(name);
-  if (!text) return true;
-  const std::string_view t = *text;
+std::optional<std::uint64_t> parse_seconds_ms(std::string_view t, std::uint64_t min_ms,
+                                              std::uint64_t max_ms) {
   const auto dot = t.find('.');
   const std::string_view whole = t.substr(0, dot);
   const std::string_view frac =
@@ -127,13 +124,22 @@ bool read_seconds(const CommandLine& cl, std::string_view name, std::uint64_t mi
     for (std::size_t i = frac.size(); i < 3; ++i) f_ms *= 10;
     ms += f_ms;
   }
-  if (!ok || ms < min_ms || ms > max_ms) {
+  if (!ok || ms < min_ms || ms > max_ms) return std::nullopt;
+  return ms;
+}
+
+bool read_seconds(const CommandLine& cl, std::string_view name, std::uint64_t min_ms,
+                  std::uint64_t max_ms, std::uint64_t& out_ms, std::string& error) {
+  const auto text = cl.value(name);
+  if (!text) return true;
+  const auto ms = parse_seconds_ms(*text, min_ms, max_ms);
+  if (!ms) {
     error = "--" + std::string(name) + " wants seconds (up to 3 decimals) in " +
             std::to_string(min_ms / 1000.0).substr(0, 5) + ".." + std::to_string(max_ms / 1000) +
-            ", got '" + std::string(t) + "'";
+            ", got '" + std::string(*text) + "'";
     return false;
   }
-  out_ms = ms;
+  out_ms = *ms;
   return true;
 }
 

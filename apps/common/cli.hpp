@@ -65,6 +65,11 @@ std::optional<bool> parse_on_off(std::string_view text);
 // absent flag leaves `out` alone and succeeds.
 bool read_on_off(const CommandLine& cl, std::string_view name, bool& out, std::string& error);
 
+// Seconds with at most three decimals ("2", "0.5", "1.250") as milliseconds within
+// [min_ms, max_ms]; nullopt on anything else.
+std::optional<std::uint64_t> parse_seconds_ms(std::string_view text, std::uint64_t min_ms,
+                                              std::uint64_t max_ms);
+
 // "--name S" as seconds with at most three decimals ("2", "0.5", "1.250") into milliseconds,
 // within [min_ms, max_ms]; an absent flag leaves `out_ms` alone and succeeds.
 bool read_seconds(const CommandLine& cl, std::string_view name, std::uint64_t min_ms,

@@ -123,7 +123,7 @@ struct Client {
   std::uint32_t room_members = 0;  // the last room may be short
   std::uint32_t tracks = 0;        // this receiver's first SenderTrack in its lane
   std::uint32_t next_seq = 0;
-  std::uint64_t offset_ns = 0;  // sending phase within one period
+  std::uint32_t phase = 0;  // sending phase: this sender's index among all senders
   bool sender = false;
   bool connected = false;
   bool registered = false;  // --broadcast senders: the relay has counted the join (its probe)
@@ -147,7 +147,14 @@ struct alignas(64) Lane {
   std::uint64_t snapshot_seen = 0;
   bool traffic = false;
   std::size_t cursor = 0;
-  std::uint64_t cycle = 0;
+  std::uint64_t cycle_start_ns = 0;   // every sender sends once per cycle, at its phase
+  std::uint64_t cycle_period_ns = 0;  // this cycle's (0: paused until the schedule changes)
+  // --per-second, by bins of the measured period (LoadGen::bin_ns): messages sent and refused
+  // and the latency of copies, by send time; copies that arrived, by arrival time.
+  std::vector<std::uint64_t> sent_bins;
+  std::vector<std::uint64_t> refused_bins;
+  std::vector<std::uint64_t> arrived_bins;
+  std::vector<tern::app::LatencyHistogram> latency_bins;
   std::uint64_t send_failed = 0;
   // Read by main while the shard runs.
   std::atomic<std::uint64_t> snapshot_ack{0};
@@ -179,7 +186,7 @@ struct LoadGen {
   explicit LoadGen(const Config& c) : config(c) {}
   const Config& config;
   std::uint32_t tracks_per_client = 1;
-  std::uint64_t period_ns = 0;
+  std::uint64_t senders = 1;  // sending clients over all lanes: the phases' denominator
   std::uint64_t bin_ns = 1'000'000'000;
   std::size_t bins = 1;
   // Written by main before traffic starts; read on every shard.
@@ -190,6 +197,27 @@ struct LoadGen {
   std::atomic<bool> finishing{false};
   std::vector<std::unique_ptr<Lane>> lanes;
 };
+
+// Nanoseconds between one client's messages from time `t` on (--rate, then --schedule); 0 for
+// none (paused).
+std::uint64_t period_at(const LoadGen& lg, std::uint64_t t) {
+  const std::uint64_t start = lg.start_ns.load(std::memory_order_relaxed);
+  std::uint64_t rate = lg.config.rate_hz;
+  for (const RateStep& step : lg.config.schedule) {
+    if (t < start + step.at_ms * 1'000'000) break;
+    rate = step.rate_hz;
+  }
+  return rate == 0 ? 0 : std::max<std::uint64_t>(1, 1'000'000'000 / rate);
+}
+
+// The first schedule change after time `t`; none: the maximum.
+std::uint64_t next_rate_change(const LoadGen& lg, std::uint64_t t) {
+  const std::uint64_t start = lg.start_ns.load(std::memory_order_relaxed);
+  for (const RateStep& step : lg.config.schedule) {
+    if (start + step.at_ms * 1'000'000 > t) return start + step.at_ms * 1'000'000;
+  }
+  return std::numeric_limits<std::uint64_t>::max();
+}
 
 std::size_t bin_of(const LoadGen& lg, std::uint64_t start, std::uint64_t t) {
   if (t < start) return 0;
@@ -230,7 +258,9 @@ void send_message(Lane& lane, rt::Shard& shard, Client& client, std::uint64_t no
   if (now >= start && now < lg.end_ns.load(std::memory_order_relaxed)) {
     bump(refused ? lane.refused : lane.sent);
     bump(lane.expected, copies);
-    bump(lane.expected_bins[bin_of(lg, start, now)], copies);
+    const std::size_t bin = bin_of(lg, start, now);
+    bump(lane.expected_bins[bin], copies);
+    if (c.per_second) ++(refused ? lane.refused_bins : lane.sent_bins)[bin];
   }
 }
 
@@ -277,10 +307,13 @@ void on_receive(Lane& lane, Client& receiver, const tern::Event& ev, std::uint64
   bump(lane.delivered_total);
   lane.interval.record(latency);
   const std::uint64_t start = lg.start_ns.load(std::memory_order_relaxed);
+  if (c.per_second && now >= start) ++lane.arrived_bins[bin_of(lg, start, now)];
   if (sent_ns >= start && sent_ns < lg.end_ns.load(std::memory_order_relaxed)) {
+    const std::size_t bin = bin_of(lg, start, sent_ns);
     bump(lane.delivered);
-    bump(lane.delivered_bins[bin_of(lg, start, sent_ns)]);
+    bump(lane.delivered_bins[bin]);
     lane.histogram.record(latency);
+    if (c.per_second) lane.latency_bins[bin].record(latency);
   }
 }
 
@@ -361,20 +394,33 @@ void tick(Lane& lane, rt::Shard& shard) {
     lane.snapshot_seen = gen;
     lane.snapshot_ack.store(gen, std::memory_order_release);
   }
-  if (!lane.traffic || lane.senders.empty() || lg.period_ns == 0) return;
+  if (!lane.traffic || lane.senders.empty()) return;
   const std::uint64_t now = now_ns();
-  const std::uint64_t traffic = lg.traffic_ns.load(std::memory_order_relaxed);
   const std::uint64_t end = lg.end_ns.load(std::memory_order_relaxed);
+  if (lane.cycle_start_ns == 0) {
+    lane.cycle_start_ns = lg.traffic_ns.load(std::memory_order_relaxed);
+    lane.cycle_period_ns = period_at(lg, lane.cycle_start_ns);
+  }
   // Senders go in a fixed cyclic order, each at its own phase; sends that fell due since the
-  // last tick go out now (late ticks catch up, nothing is skipped).
+  // last tick go out now (late ticks catch up, nothing is skipped). A rate change takes effect
+  // with the next cycle, so every cycle still sends one message per client.
   for (;;) {
+    if (lane.cycle_period_ns == 0) {
+      const std::uint64_t resume = next_rate_change(lg, lane.cycle_start_ns);
+      if (resume > now || resume >= end) break;
+      lane.cycle_start_ns = resume;
+      lane.cycle_period_ns = period_at(lg, resume);
+      continue;
+    }
     Client& client = lane.clients[lane.senders[lane.cursor]];
-    const std::uint64_t due = traffic + lane.cycle * lg.period_ns + client.offset_ns;
+    const std::uint64_t due =
+        lane.cycle_start_ns + client.phase * lane.cycle_period_ns / lg.senders;
     if (due > now || due >= end) break;
     if (client.connected) send_message(lane, shard, client, now);
     if (++lane.cursor == lane.senders.size()) {
       lane.cursor = 0;
-      ++lane.cycle;
+      lane.cycle_start_ns += lane.cycle_period_ns;
+      lane.cycle_period_ns = period_at(lg, lane.cycle_start_ns);
     }
   }
 }
@@ -465,6 +511,47 @@ std::string format(const char* fmt, ...) {
       buf, n < 0 ? 0 : std::min<std::size_t>(static_cast<std::size_t>(n), sizeof buf - 1));
 }
 
+// --per-second: one 'loadgen_second ...' line per bin of the measured period on stdout; returns
+// the same rows as a JSON array. Reads the lanes' bins: only once the shards have stopped.
+std::string per_second_report(const LoadGen& lg) {
+  const std::uint64_t duration_ns = lg.config.duration_ms * 1'000'000;
+  const std::size_t shown = std::min<std::size_t>(
+      lg.bins, static_cast<std::size_t>((duration_ns + lg.bin_ns - 1) / lg.bin_ns));
+  std::string json = "[";
+  tern::app::LatencyHistogram latency;
+  for (std::size_t b = 0; b < shown; ++b) {
+    std::uint64_t sent = 0, refused = 0, expected = 0, delivered = 0, arrived = 0;
+    latency = tern::app::LatencyHistogram{};
+    for (const auto& l : lg.lanes) {
+      sent += l->sent_bins[b];
+      refused += l->refused_bins[b];
+      expected += l->expected_bins[b].load(std::memory_order_relaxed);
+      delivered += l->delivered_bins[b].load(std::memory_order_relaxed);
+      arrived += l->arrived_bins[b];
+      latency.merge(l->latency_bins[b]);
+    }
+    const double t = static_cast<double>(b * lg.bin_ns) / 1e9;
+    const double width = static_cast<double>(lg.bin_ns) / 1e9;
+    const double p50 = latency.percentile(50) / 1e3, p99 = latency.percentile(99) / 1e3;
+    std::printf("loadgen_second t=%g width_s=%g sent=%" PRIu64 " refused=%" PRIu64
+                " expected=%" PRIu64 " delivered=%" PRIu64 " arrived=%" PRIu64
+                " p50_us=%.1f p99_us=%.1f\n",
+                t, width, sent, refused, expected, delivered, arrived, p50, p99);
+    json +=
+        format("%s{\"t\": %g, \"width_s\": %g, \"sent\": %" PRIu64 ", \"refused\": %" PRIu64
+               ", \"expected\": %" PRIu64 ", \"delivered\": %" PRIu64 ", \"arrived\": %" PRIu64
+               ", \"p50_us\": %.1f, \"p99_us\": %.1f}",
+               b == 0 ? "" : ", ", t, width, sent, refused, expected, delivered, arrived, p50, p99);
+  }
+  return json + "]";
+}
+
+// `body`, one JSON object ending in "}\n", with a "per_second" member added.
+std::string splice_json(const std::string& body, const std::string& seconds) {
+  const std::size_t close = body.rfind('}');
+  return body.substr(0, close) + ", \"per_second\": " + seconds + "}\n";
+}
+
 }  // namespace
 
 int run(const Config& config) {
@@ -484,7 +571,7 @@ int run(const Config& config) {
   LoadGen lg(config);
   lg.tracks_per_client = config.broadcast ? 1 : static_cast<std::uint32_t>(r);
   const std::size_t nsenders = config.broadcast ? rooms : n;
-  if (config.rate_hz > 0) lg.period_ns = std::max<std::uint64_t>(1, 1'000'000'000 / config.rate_hz);
+  lg.senders = std::max<std::size_t>(1, nsenders);
   const std::uint64_t run_ns = config.duration_ms * 1'000'000 + 1'000'000'000;
   lg.bin_ns = std::max<std::uint64_t>(1'000'000'000, run_ns / kMaxBins + 1);
   lg.bins = static_cast<std::size_t>(run_ns / lg.bin_ns + 2);
@@ -498,6 +585,12 @@ int run(const Config& config) {
     lane->by_slot.assign(per_lane, kNoClient);
     lane->expected_bins.reset(new std::atomic<std::uint64_t>[lg.bins]());
     lane->delivered_bins.reset(new std::atomic<std::uint64_t>[lg.bins]());
+    if (config.per_second) {
+      lane->sent_bins.assign(lg.bins, 0);
+      lane->refused_bins.assign(lg.bins, 0);
+      lane->arrived_bins.assign(lg.bins, 0);
+      lane->latency_bins.resize(lg.bins);
+    }
     lg.lanes.push_back(std::move(lane));
   }
   std::size_t sender_index = 0;
@@ -513,8 +606,7 @@ int run(const Config& config) {
     c.sender = !config.broadcast || g == c.room_first;
     if (c.sender) {
       // Phases spread evenly over one period across all senders, whatever lane they are on.
-      c.offset_ns = static_cast<std::uint64_t>(static_cast<unsigned __int128>(sender_index++) *
-                                               lg.period_ns / nsenders);
+      c.phase = static_cast<std::uint32_t>(sender_index++);
       lane.senders.push_back(static_cast<std::uint32_t>(lane.clients.size()));
     }
     lane.clients.push_back(c);
@@ -787,6 +879,14 @@ int run(const Config& config) {
               ngroups == 1 ? "" : "s", per_group, per_group == 1 ? "" : "s", driver.c_str(),
               idle_name(config.idle), config.sources_text.empty() ? "" : ", sources ",
               config.sources_text.c_str());
+  if (!config.schedule.empty()) {
+    std::string steps;
+    for (const RateStep& step : config.schedule) {
+      steps += format("%s%g s: %" PRIu64 " Hz", steps.empty() ? "" : ", ",
+                      static_cast<double>(step.at_ms) / 1000.0, step.rate_hz);
+    }
+    std::printf("  %-14s %s (into the measured period)\n", "schedule", steps.c_str());
+  }
   std::printf("  %-14s %" PRIu64 "/%zu in %.1f ms\n", "connected", connected, n, connect_ms);
   std::printf("  %-14s %" PRIu64 " messages (%.0f/s)\n", "sent", sent, sent_per_s);
   if (refused > 0) {
@@ -813,6 +913,7 @@ int run(const Config& config) {
       static_cast<double>(longest_poll_bound_us) / 1000.0, tx_waits);
   std::printf("  %-14s %" PRIu64 "/%" PRIu64 " disconnected gracefully%s\n", "goodbye", goodbyes,
               connected - std::min(connected, dropped), all_gone ? "" : " (timed out)");
+  const std::string seconds = config.per_second ? per_second_report(lg) : std::string{};
   std::printf("loadgen clients=%zu rooms=%zu room_size=%zu rate=%" PRIu64
               " size=%zu delivery=%s duration_s=%g sent=%" PRIu64 " expected=%" PRIu64
               " delivered=%" PRIu64 " lost=%" PRIu64 " duplicates=%" PRIu64 " out_of_order=%" PRIu64
@@ -847,7 +948,7 @@ int run(const Config& config) {
         s.p999, s.max, s.count, connect_ms, connected, dropped, goodbyes, config.first_room,
         ngroups, per_group, driver.c_str(), idle_name(config.idle), target.c_str(),
         interrupted ? "true" : "false");
-    if (!write_file(config.json_path, body)) {
+    if (!write_file(config.json_path, seconds.empty() ? body : splice_json(body, seconds))) {
       std::fprintf(stderr, "tern-loadgen: cannot write %s\n", config.json_path.c_str());
       status = kExitFailure;
     }

@@ -15,7 +15,7 @@ const char* const kUsage =
     "                    [--ack-delay-ms D] [--checksum] [--selective-acks on|off]\n"
     "                    [--fast-retransmit on|off] [--congestion-window on|off]\n"
     "                    [--min-rto-ms MS] [--throttle-window on|off] [--max-queued BYTES]\n"
-    "                    [--json FILE]\n"
+    "                    [--schedule S:HZ,...] [--per-second] [--json FILE]\n"
     "                    [--quiet]\n"
     "                    [--dpdk-config FILE] [--dpdk-port SPEC] [--dpdk-ip A.B.C.D/NN] ...\n"
     "       tern-loadgen --help\n"
@@ -62,6 +62,12 @@ const char* const kUsage =
     "                      message refused (counted, and its copies owed as lost) instead of\n"
     "                      queued: memory stays bounded if the target stops (default 65536;\n"
     "                      0: no bound)\n"
+    "  --schedule S:HZ,... change the rate during the measured period: from S seconds into it\n"
+    "                      on, each sending client sends HZ (0 pauses); --rate until the first\n"
+    "                      (e.g. --duration 9 --schedule 3:300,6:50: a burst, then a quiet spell)\n"
+    "  --per-second        also report each second of the measured period by send time: sent,\n"
+    "                      refused, copies owed and delivered, latency p50/p99, and the copies\n"
+    "                      that arrived in that second (whenever sent); --duration 300 at most\n"
     "  --json FILE         also write the result as a JSON object to FILE\n"
     "  --quiet             no progress line on stderr\n"
     "\n"
@@ -130,9 +136,13 @@ constexpr tern::app::FlagSpec kFlags[] = {
     {"min-rto-ms", true},
     {"max-queued", true},
     {"throttle-window", true},
+    {"schedule", true},
+    {"per-second", false},
 };
 
 constexpr std::uint64_t kDayMs = std::uint64_t{24} * 3600 * 1000;
+constexpr std::uint64_t kMaxRate = 100000;
+constexpr std::uint64_t kMaxPerSecondMs = 300'000;
 
 bool parse_ipv4(std::string_view text, std::uint32_t& out) {
   std::uint32_t v = 0;
@@ -224,6 +234,39 @@ const char* to_string(DeliveryMode m) {
   return "?";
 }
 
+bool parse_schedule(std::string_view text, std::uint64_t max_rate, std::vector<RateStep>& out,
+                    std::string& error) {
+  out.clear();
+  while (!text.empty()) {
+    const auto comma = text.find(',');
+    const std::string_view item = text.substr(0, comma);
+    text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
+    const auto colon = item.find(':');
+    const auto at = colon == std::string_view::npos
+                        ? std::nullopt
+                        : tern::app::parse_seconds_ms(item.substr(0, colon), 0, kDayMs);
+    const auto rate = colon == std::string_view::npos
+                          ? std::nullopt
+                          : tern::app::parse_uint(item.substr(colon + 1), 0, max_rate);
+    if (!at || !rate) {
+      error = "--schedule wants S:HZ,... (seconds into the measured period, then a rate up to " +
+              std::to_string(max_rate) + "), got '" + std::string(item) + "'";
+      return false;
+    }
+    if (!out.empty() && *at <= out.back().at_ms) {
+      error = "--schedule: times must increase, got '" + std::string(item) + "' after " +
+              std::to_string(out.back().at_ms / 1000.0) + " s";
+      return false;
+    }
+    out.push_back({*at, *rate});
+  }
+  if (out.empty()) {
+    error = "--schedule wants at least one S:HZ";
+    return false;
+  }
+  return true;
+}
+
 bool parse_sources(std::string_view cidr, std::size_t limit, std::vector<std::uint32_t>& out) {
   out.clear();
   const auto slash = cidr.find('/');
@@ -268,6 +311,7 @@ bool parse_config(int argc, const char* const* argv, Config& c, std::string& err
   c.broadcast = cl.has("broadcast");
   c.quiet = cl.has("quiet");
   c.checksum = cl.has("checksum");
+  c.per_second = cl.has("per-second");
   if (!tern::app::read_on_off(cl, "selective-acks", c.selective_acks, error) ||
       !tern::app::read_on_off(cl, "fast-retransmit", c.fast_retransmit, error) ||
       !tern::app::read_on_off(cl, "congestion-window", c.congestion_window, error) ||
@@ -284,7 +328,7 @@ bool parse_config(int argc, const char* const* argv, Config& c, std::string& err
   if (!(parse_runtime(cl, c, error) && parse_dpdk(cl, c, error) && parse_delivery(cl, c, error) &&
         read_uint(cl, "clients", 1, std::uint64_t{1} << 20, c.clients, error) &&
         read_uint(cl, "room-size", 1, 4096, c.room_size, error) &&
-        read_uint(cl, "rate", 0, 100000, c.rate_hz, error) &&
+        read_uint(cl, "rate", 0, kMaxRate, c.rate_hz, error) &&
         read_uint(cl, "size", kMinSize, kMaxSize, c.size, error) &&
         read_seconds(cl, "duration", 1, kDayMs, c.duration_ms, error) &&
         read_seconds(cl, "warmup", 0, kDayMs, c.warmup_ms, error) &&
@@ -295,6 +339,14 @@ bool parse_config(int argc, const char* const* argv, Config& c, std::string& err
         read_uint(cl, "ack-delay-ms", 0, 1000, c.ack_delay_ms, error) &&
         read_uint(cl, "min-rto-ms", 0, 1000, c.min_rto_ms, error) &&
         read_uint(cl, "max-queued", 0, std::uint64_t{1} << 32, c.max_queued, error))) {
+    return false;
+  }
+  if (const auto s = cl.value("schedule"); s && !parse_schedule(*s, kMaxRate, c.schedule, error)) {
+    return false;
+  }
+  if (c.per_second && c.duration_ms > kMaxPerSecondMs) {
+    error = "--per-second keeps a latency histogram per second per client thread: --duration " +
+            std::to_string(kMaxPerSecondMs / 1000) + " at most";
     return false;
   }
   const std::uint64_t rooms = (c.clients + c.room_size - 1) / c.room_size;

@@ -33,12 +33,20 @@ const char* to_string(DeliveryMode m);
 // --driver dpdk: the port, the address and the EAL (drivers/dpdk/dpdk_driver.hpp), as given.
 using DpdkOptions = app::DpdkOptions;
 
+// --schedule: from `at_ms` into the measured period on, each sending client sends `rate_hz`.
+struct RateStep {
+  std::uint64_t at_ms = 0;
+  std::uint64_t rate_hz = 0;
+};
+
 struct Config {
   bool help = false;
   tern::Endpoint target;
   std::size_t clients = 100;
   std::size_t room_size = 8;
-  std::uint64_t rate_hz = 30;  // messages per second per sending client (0: connect, stay idle)
+  std::uint64_t rate_hz = 30;      // messages per second per sending client (0: connect, stay idle)
+  std::vector<RateStep> schedule;  // rate changes during the measured period, in time order
+  bool per_second = false;         // report each second of the measured period too
   std::size_t size = 64;
   std::uint64_t duration_ms = 5000;
   std::uint64_t warmup_ms = 1000;
@@ -70,6 +78,11 @@ struct Config {
 
 // False with a one-line reason on any bad command line.
 bool parse_config(int argc, const char* const* argv, Config& config, std::string& error);
+
+// "3:200,6:50" -> {3000 ms, 200 Hz}, {6000 ms, 50 Hz}: times (seconds, up to 3 decimals)
+// strictly increasing, each rate at most `max_rate`. False with a reason when malformed.
+bool parse_schedule(std::string_view text, std::uint64_t max_rate, std::vector<RateStep>& out,
+                    std::string& error);
 
 // "10.0.0.0/24" -> up to `limit` host addresses of the block (network address and, for
 // prefixes up to /30, the broadcast address skipped). False when malformed or not IPv4.

@@ -185,6 +185,47 @@ def stalled_relay():
         relay.communicate(timeout=20)
 
 
+def scheduled_rates():
+    """--schedule changes the rate within the measured period and --per-second accounts for
+    each second by send time: 60 Hz from 1 s, paused from 2 s to the end of a 5 s period. The
+    rows add up to the totals, every copy owed in each second arrives, and nothing is sent in
+    the last, paused second (whatever was due before the pause went out by then)."""
+    relay = subprocess.Popen([RELAY, "--listen", "127.0.0.1:0", "--shards", "2", "--pin", "off"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    what = "scheduled rates"
+    try:
+        ready = relay.stdout.readline().split()
+        r = subprocess.run([LOADGEN, "--target", ready[1], "--quiet", "--clients", "80",
+                            "--rate", "20", "--duration", "5", "--warmup", "1",
+                            "--schedule", "1:60,2:0", "--per-second", "--sources",
+                            "127.0.0.0/29"], capture_output=True, text=True, timeout=90)
+        f, line = fields(r.stdout)
+        print("  " + line)
+        check(r.returncode == 0, f"{what}: loadgen exit 0 ({r.stderr.strip()[-300:]})")
+        rows = [dict((k, float(v)) for k, v in re.findall(r"(\S+)=(\S+)", l))
+                for l in r.stdout.splitlines() if l.startswith("loadgen_second ")]
+        check([row["t"] for row in rows] == [0, 1, 2, 3, 4], f"{what}: one row per second ({rows})")
+        for k in ("sent", "expected", "delivered"):
+            check(sum(row[k] for row in rows) == int(f.get(k, -1)),
+                  f"{what}: the rows' {k} add up to the total ({f.get(k)})")
+        check(all(row["delivered"] == row["expected"] for row in rows),
+              f"{what}: every second's copies delivered")
+        if len(rows) == 5:
+            check(rows[1]["sent"] > rows[0]["sent"] > 0,
+                  f"{what}: 60 Hz sends more than 20 Hz ({rows[1]['sent']} > {rows[0]['sent']})")
+            check(rows[4]["sent"] == 0, f"{what}: paused ({rows[4]['sent']} sent)")
+            check(rows[1]["p99_us"] > 0 and rows[1]["arrived"] > 0,
+                  f"{what}: latency and arrivals per second")
+    finally:
+        relay.terminate()
+        relay.communicate(timeout=20)
+    bad = subprocess.run([LOADGEN, "--target", "127.0.0.1:1", "--schedule", "2:50,1:20"],
+                         capture_output=True, text=True, timeout=10)
+    check(bad.returncode == 2 and "--schedule: times must increase" in bad.stderr,
+          "--schedule out of order: exit 2 with the reason")
+
+
+scheduled_rates()
 stalled_relay()
 print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
 sys.exit(1 if failures else 0)
