@@ -9,12 +9,15 @@
 
 Relays: tern-relay on the socket, io_uring and DPDK net_memif drivers (memif: relay and load
 generator busy-polling the two ends of a memif pair, as in perf/dpdk_bench.py (a)), and the
-libenet reference relay. For every relay (a fresh process per run, pinned to CPU 0) the steps
-run one after another against the same relay process, each a tern-loadgen run (pinned to CPU 1)
-of --step-seconds after a 1 s warm-up, at CAPACITY x STEP% messages per second per client:
-reliable, 64 B, rooms of 8, each client's own queue bounded at 4 KiB (--max-queued 4096, 64
-messages: an application that cannot send more is told so; those copies count as lost, not as
-latency). Per step: goodput (delivered copies/s), p99 latency, loss, and the relay's peak RSS.
+libenet reference relay. For every relay (a fresh process per run, pinned to CPU 0) one
+tern-loadgen run (pinned to CPU 1; 1 s warm-up) goes through all the steps with --schedule,
+--step-seconds each, at CAPACITY x STEP% messages per second per client: the same clients
+see the load rise and fall. Reliable, 64 B, rooms of 8, each client's own queue bounded at
+4 KiB (--max-queued 4096, 64 messages: an application that cannot send more is told so; those
+copies count as lost, not as latency). Per step: goodput (copies that arrived in the step, per
+second), loss (by send time), p99 (the worst of the step's seconds, by send time, and each
+second's), the relay's peak RSS, and the relay's and the load generator's CPU (share of a
+core).
 
 CAPACITY is the per-client rate at 100%: --capacity, or found first with --find-capacity (the
 relay's saturation on a fresh process: the rate of the best goodput, swept upwards until
@@ -22,9 +25,10 @@ goodput stops rising by 3% or a step loses more than 5%). The built-in defaults 
 
 Summary per relay (medians of the runs): goodput at 200% and 300% as a share of the ramp's peak
 goodput; "p99 before", the step before the overload with the last step's load (else the step
-just before the first one past 100%), against "p99 after", the last step; peak RSS. Results:
-perf/results/load_ramp.json. --quick (the CI smoke): 200 clients, steps 25,100,300,50 of 1 s,
-one run, tern-socket and libenet.
+just before the first one past 100%: the median of its seconds' p99), against "p99 after", the
+p99 of the messages sent 1-2 s after the load fell; peak RSS; the load generator's CPU at 300%.
+Results: perf/results/load_ramp.json. --quick (the CI smoke): 200 clients, steps 25,100,300,50
+of 2 s, one run, tern-socket and libenet.
 """
 import argparse
 import json
@@ -134,6 +138,84 @@ def step(build, target, client_args, clients, rate, seconds, relay_pid):
             "rss_kib": peak[0], "ok": bool(line)}
 
 
+def cpu_seconds(pid):
+    """utime + stime of a process, in seconds (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def ramp(build, target, client_args, clients, rates, seconds, relay_pid):
+    """One tern-loadgen run through every step (--schedule), against the same connections:
+    the load rises past capacity and falls again without the clients going away. Per step:
+    goodput (copies that arrived in it, per second), loss by send time (refused messages
+    included), p99 (the worst of its seconds, by send time), each second's p99, the relay's
+    peak RSS and both processes' CPU."""
+    n = len(rates)
+    json_path = f"/tmp/tern-load-ramp-{os.getpid()}.json"
+    schedule = ",".join(f"{k * seconds:g}:{rates[k]}" for k in range(1, n))
+    cmd = ["taskset", "-c", "1", os.path.join(build, "apps/loadgen/tern-loadgen"), "--target",
+           target, "--quiet", "--clients", str(clients), "--room-size", "8", "--rate",
+           str(rates[0]), "--size", "64", "--duration", f"{n * seconds:g}", "--warmup", "1",
+           "--delivery", "reliable", "--max-queued", "4096", "--per-second", "--json",
+           json_path] + (["--schedule", schedule] if n > 1 else []) + client_args
+    lg = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    samples = []  # (time, relay cpu s, loadgen cpu s, relay rss KiB)
+    done = [False]
+
+    def sample():
+        while not done[0]:
+            samples.append((time.monotonic(), cpu_seconds(relay_pid), cpu_seconds(lg.pid),
+                            rss_kib(relay_pid)))
+            time.sleep(0.05)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    traffic = None
+    out = []
+    try:
+        for line in lg.stdout:
+            out.append(line)
+            if traffic is None and line.startswith("connected "):
+                traffic = time.monotonic()  # the load generator starts sending now
+        lg.wait(timeout=seconds * n * 4 + 90)
+    finally:
+        done[0] = True
+        sampler.join()
+    err = lg.stderr.read()
+    try:
+        with open(json_path) as f:
+            result = json.load(f)
+        os.unlink(json_path)
+    except (OSError, ValueError):
+        result = {}
+    per_second = result.get("per_second", [])
+    rows = []
+    for k in range(n):
+        secs = [r for r in per_second if k * seconds <= r["t"] < (k + 1) * seconds]
+        t0 = (traffic or 0) + 1 + k * seconds
+        window = [x for x in samples if t0 <= x[0] <= t0 + seconds]
+        share = lambda i: ((window[-1][i] - window[0][i]) / (window[-1][0] - window[0][0])
+                           if len(window) > 1 and window[-1][0] > window[0][0] else None)
+        expected = sum(r["expected"] for r in secs)
+        rows.append({
+            "rate": rates[k],
+            "goodput": sum(r["arrived"] for r in secs) / seconds,
+            "delivered_by_send": sum(r["delivered"] for r in secs) / seconds,
+            "loss": 1 - sum(r["delivered"] for r in secs) / expected if expected else None,
+            "refused": sum(r["refused"] for r in secs),
+            "p99_us": max((r["p99_us"] for r in secs), default=None),
+            "p99_by_second_us": [r["p99_us"] for r in secs],
+            "rss_kib": max((x[3] for x in window), default=0),
+            "relay_cpu": share(1), "loadgen_cpu": share(2),
+            "ok": bool(secs) and traffic is not None})
+    return rows, {"dropped": result.get("dropped"), "exit": lg.returncode,
+                  "stderr": err.strip()[-300:]}
+
+
 def find_capacity(a, name, grid):
     """The relay's saturation on a fresh process: rates of `grid` in turn until goodput stops
     rising (by 3%) or a step loses more than 5% (refused sends included); the rate of the best
@@ -174,7 +256,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(HERE, "results", "load_ramp.json"))
     a = ap.parse_args()
     if a.quick:
-        a.runs, a.clients, a.step_seconds = 1, 200, 1
+        a.runs, a.clients, a.step_seconds = 1, 200, 2
         a.steps, a.relays = "25,100,300,50", "tern-socket,libenet"
     capacity = dict(DEFAULT_CAPACITY)
     for item in filter(None, a.capacity.split(",")):
@@ -204,24 +286,28 @@ def main():
         order = relays if run % 2 == 0 else list(reversed(relays))
         for name in order:
             relay, target, client = start_relay(a.build, name, a.tern_args.split())
-            rows = []
+            rates = [max(1, round(capacity[name] * pct / 100)) for pct in steps]
             try:
-                for pct in steps:
-                    rate = capacity[name] * pct / 100
-                    row = step(a.build, target, client, a.clients, rate, a.step_seconds,
-                               relay.pid)
-                    row["pct"] = pct
-                    rows.append(row)
-                    print(f"run {run + 1} {name:12s} {pct:5.0f}% rate={rate:7.1f} Hz "
-                          f"goodput={row['goodput']:11.0f}/s p99={row['p99_us']} us "
-                          f"loss={row['loss']} rss={row['rss_kib']} KiB", flush=True)
+                rows, status = ramp(a.build, target, client, a.clients, rates, a.step_seconds,
+                                    relay.pid)
             finally:
                 stop_relay(relay)
+            fmt = lambda v, f: (f % v) if v is not None else "-"
+            for pct, row in zip(steps, rows):
+                row["pct"] = pct
+                print(f"run {run + 1} {name:12s} {pct:5.0f}% rate={row['rate']:5d} Hz "
+                      f"goodput={row['goodput']:11.0f}/s p99={fmt(row['p99_us'], '%.0f')} us "
+                      f"by second={row['p99_by_second_us']} loss={fmt(row['loss'], '%.4f')} "
+                      f"rss={row['rss_kib']} KiB cpu relay={fmt(row['relay_cpu'], '%.2f')} "
+                      f"loadgen={fmt(row['loadgen_cpu'], '%.2f')}", flush=True)
+            if status["exit"] != 0 or status["dropped"]:
+                print(f"run {run + 1} {name}: load generator exit {status['exit']}, "
+                      f"{status['dropped']} connections lost ({status['stderr']})", flush=True)
             results[name].append(rows)
 
     summary = {}
     print("\nrelay         capacity  goodput@200%  goodput@300%  p99 before  p99 after  "
-          "after/before  peak RSS")
+          "after/before  peak RSS  cpu@300% relay/loadgen")
     for name in relays:
         def med(values):
             values = [v for v in values if v is not None]
@@ -234,28 +320,38 @@ def main():
                 out += [r["goodput"] / peak for r in rows if r["pct"] == pct]
             return med(out)
 
-        # The same load as the last step, before the overload (else the step just before it).
+        # The same load as the last step, before the overload (else the step just before it):
+        # the median of its seconds' p99.
         def before_overload(rows):
             first_over = next((i for i, r in enumerate(rows) if r["pct"] > 100), 0)
             same = [r for r in rows[:first_over] if r["pct"] == rows[-1]["pct"]]
-            if same:
-                return same[-1]["p99_us"]
-            return rows[first_over - 1]["p99_us"] if first_over > 0 else None
+            row = same[-1] if same else rows[first_over - 1] if first_over > 0 else None
+            return med(row["p99_by_second_us"]) if row else None
+
+        # Recovery: the p99 of the messages sent in the second second after the load fell.
+        def after_fall(rows):
+            by_second = rows[-1]["p99_by_second_us"]
+            return by_second[1] if len(by_second) > 1 else None
 
         before = med([before_overload(rows) for rows in results[name]])
-        after = med([rows[-1]["p99_us"] for rows in results[name]])
+        after = med([after_fall(rows) for rows in results[name]])
         rss = med([max(r["rss_kib"] for r in rows) for rows in results[name]])
         pct = lambda v: v * 100 if v is not None else None
         s = {"capacity_hz": capacity[name], "share_200": pct(share(200)),
              "share_300": pct(share(300)),
              "p99_before_us": before, "p99_after_us": after,
-             "recovery": after / before if before and after else None, "peak_rss_kib": rss}
+             "recovery": after / before if before and after else None, "peak_rss_kib": rss,
+             "loadgen_cpu_300": med([r["loadgen_cpu"] for rows in results[name]
+                                     for r in rows if r["pct"] == 300]),
+             "relay_cpu_300": med([r["relay_cpu"] for rows in results[name]
+                                   for r in rows if r["pct"] == 300])}
         summary[name] = s
         fmt = lambda v, f: (f % v) if v is not None else "-"
         print(f"{name:12s} {capacity[name]:7.0f}Hz {fmt(s['share_200'], '%11.1f%%'):>13s} "
               f"{fmt(s['share_300'], '%11.1f%%'):>13s} {fmt(before, '%9.0fus'):>11s} "
               f"{fmt(after, '%8.0fus'):>10s} {fmt(s['recovery'], '%11.2fx'):>13s} "
-              f"{fmt(rss, '%7.0fKiB'):>9s}")
+              f"{fmt(rss, '%7.0fKiB'):>9s}  {fmt(s['relay_cpu_300'], '%.2f')}/"
+              f"{fmt(s['loadgen_cpu_300'], '%.2f')}")
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump({"steps": steps, "clients": a.clients, "step_seconds": a.step_seconds,
