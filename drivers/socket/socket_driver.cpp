@@ -4,6 +4,7 @@
 #include "sockaddr.hpp"
 
 #include <arpa/inet.h>
+#include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -309,6 +310,16 @@ rt::DriverCaps SocketDriver::caps() const {
   // What arrives whole: larger datagrams can be sent but a peer on this driver drops them.
   c.max_datagram = kRxSlotBytes;
   return c;
+}
+
+std::uint64_t kernel_receive_drops(int fd) {
+  std::uint32_t info[SK_MEMINFO_VARS] = {};
+  socklen_t len = sizeof info;
+  if (::getsockopt(fd, SOL_SOCKET, SO_MEMINFO, info, &len) != 0 ||
+      len < (SK_MEMINFO_DROPS + 1) * sizeof(std::uint32_t)) {
+    return 0;
+  }
+  return info[SK_MEMINFO_DROPS];
 }
 
 int SocketDriver::receive_buffer_bytes() const {

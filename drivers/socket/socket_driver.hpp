@@ -25,6 +25,21 @@ struct SocketOptions {
   std::size_t burst = 64;        // datagrams per recvmmsg/sendmmsg
 };
 
+// The datagrams the kernel has dropped for socket `fd` because its receive buffer was full
+// (SO_MEMINFO); 0 when the kernel cannot tell.
+std::uint64_t kernel_receive_drops(int fd);
+
+// Reads kernel_receive_drops into `stats` at most every 100 ms of the shard's clock: the drivers'
+// set_time hook, so the per-packet path makes no extra system call.
+struct KernelDropPoll {
+  std::uint64_t next_us = 0;
+  void poll(int fd, std::uint64_t now_us, rt::DriverStats& stats) {
+    if (now_us < next_us) return;
+    next_us = now_us + 100'000;
+    stats.rx_kernel_dropped = kernel_receive_drops(fd);
+  }
+};
+
 class SocketDriver;
 // Opens and binds the socket; on failure returns nullptr and a one-line reason in `error`.
 std::unique_ptr<SocketDriver> open_socket_driver(const SocketOptions& options, std::string& error);
@@ -49,6 +64,8 @@ class SocketDriver final : public rt::Driver {
   Endpoint local_endpoint() const override { return local_; }
   rt::DriverCaps caps() const override;
   rt::DriverStats stats() const override { return stats_; }
+  void set_time(std::uint64_t now_us) override { drop_poll_.poll(fd_, now_us, stats_); }
+  void refresh_stats() override { stats_.rx_kernel_dropped = kernel_receive_drops(fd_); }
   std::string name() const override { return "socket"; }
 
   // Beyond rt::Driver: the descriptor, for callers that multiplex several drivers in one
@@ -73,6 +90,7 @@ class SocketDriver final : public rt::Driver {
   std::size_t burst_ = 64;
   Endpoint local_;
   rt::DriverStats stats_;
+  KernelDropPoll drop_poll_;
   std::unique_ptr<Batch> batch_;
 };
 

@@ -563,12 +563,17 @@ void UringDriver::set_wake_fd(int fd) {
   s_->wake_armed = false;
 }
 
+void UringDriver::set_time(std::uint64_t now_us) { drop_poll_.poll(s_->fd, now_us, stats_); }
+
+void UringDriver::refresh_stats() { stats_.rx_kernel_dropped = kernel_receive_drops(s_->fd); }
+
 rt::DriverCaps UringDriver::caps() const {
   rt::DriverCaps c;
   c.dual_stack = s_->dual_stack;
   c.waitable = true;
   c.max_burst = s_->burst;
   c.max_datagram = s_->payload_capacity;
+  c.short_burst_means_empty = false;
   return c;
 }
 

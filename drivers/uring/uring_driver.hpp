@@ -60,6 +60,8 @@ class UringDriver final : public rt::Driver {
   Endpoint local_endpoint() const override { return local_; }
   rt::DriverCaps caps() const override;
   rt::DriverStats stats() const override { return stats_; }
+  void set_time(std::uint64_t now_us) override;
+  void refresh_stats() override;
   std::string name() const override { return "uring"; }
 
   UringStats uring_stats() const { return ustats_; }
@@ -81,6 +83,7 @@ class UringDriver final : public rt::Driver {
   std::unique_ptr<State> s_;
   Endpoint local_;
   rt::DriverStats stats_;
+  KernelDropPoll drop_poll_;
   UringStats ustats_;
 };
 

@@ -30,6 +30,10 @@ struct DriverCaps {
   bool waitable = true;        // wait() can sleep until traffic or a deadline
   std::size_t max_burst = 64;  // frames per rx_burst/tx_burst call that the backend batches
   std::size_t max_datagram = 65507;
+  // A burst shorter than asked for means nothing more is waiting (a socket's recvmmsg). A
+  // driver whose receive completes in the background (io_uring) may return a short burst with
+  // more right behind it, and is asked again while bursts bring anything.
+  bool short_burst_means_empty = true;
 };
 
 // The device under a kernel-bypass driver. Only the driver of the port's first queue reports
@@ -53,6 +57,9 @@ struct DriverStats {
   std::uint64_t tx_bytes = 0;
   std::uint64_t rx_truncated = 0;  // datagrams larger than the receive buffer
   std::uint64_t tx_dropped = 0;    // refused by the backend (full queue, unreachable)
+  // Kernel sockets: datagrams the kernel dropped because our receive buffer was full (read
+  // from the socket every 100 ms and on refresh_stats).
+  std::uint64_t rx_kernel_dropped = 0;
   std::uint64_t rx_errors = 0;
   std::uint64_t tx_errors = 0;
   // Frames accepted by tx_burst but held for a full transmit queue (a gauge).

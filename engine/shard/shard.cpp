@@ -33,8 +33,11 @@ namespace {
 // Frames per rx_burst and datagrams per flush(): one burst of the drivers' batching.
 constexpr std::size_t kBatch = 64;
 // Receive bursts per iteration before timers and transmission get a turn, so a flooded socket
-// cannot starve the acks and retransmits of peers already connected.
-constexpr std::size_t kMaxRxBurstsPerIteration = 8;
+// cannot starve the acks and retransmits of peers already connected (32 x 64 datagrams: about
+// a millisecond of work). Fewer made a relay past its capacity flush after every few hundred
+// datagrams, and with 8 the socket relay fell into resending at 2x the load it carries at
+// 15 ms p99 with 32 (perf/JOURNAL.md, 2026-11-26).
+constexpr std::size_t kMaxRxBurstsPerIteration = 32;
 constexpr std::uint64_t kNever = std::numeric_limits<std::uint64_t>::max();
 
 using base::mix64;
@@ -86,6 +89,7 @@ struct Shard::LiveCounters {
   std::atomic<std::uint64_t> over_limit_refused{0};
   std::atomic<std::uint64_t> over_limit_dropped{0};
   std::atomic<std::uint64_t> tx_dropped{0};
+  std::atomic<std::uint64_t> rx_kernel_dropped{0};
   std::atomic<std::uint64_t> tx_waits{0};
   std::atomic<std::uint64_t> cross_sent{0};
   std::atomic<std::uint64_t> cross_received{0};
@@ -282,6 +286,7 @@ void Shard::poll_once(D& driver) {
 template <class D>
 std::size_t Shard::receive(D& driver, bool& delivered) {
   std::span<RxFrame> rx(rx_);
+  const bool short_means_empty = driver.caps().short_burst_means_empty;
   std::size_t total = 0;
   for (std::size_t burst = 0; burst < kMaxRxBurstsPerIteration; ++burst) {
     const std::size_t n = driver.rx_burst(rx);
@@ -293,7 +298,7 @@ std::size_t Shard::receive(D& driver, bool& delivered) {
     // next burst instead of cycling through eight bursts' worth.
     if (n != 0) delivered = deliver_events() || delivered;
     total += n;
-    if (n < rx.size()) break;
+    if (n == 0 || (n < rx.size() && short_means_empty)) break;
   }
   return total;
 }
@@ -500,6 +505,7 @@ void Shard::publish_counters(const D& driver) {
   l.over_limit_dropped.store(c.drops[proto::Drop::over_limit], r);
   const DriverStats d = driver.stats();
   l.tx_dropped.store(d.tx_dropped, r);
+  l.rx_kernel_dropped.store(d.rx_kernel_dropped, r);
   l.tx_backlog.store(d.tx_backlog, r);
   l.link.store(d.port.link, r);
   l.link_speed_mbps.store(d.port.link_speed_mbps, r);
@@ -571,6 +577,7 @@ ShardCounters Shard::counters() const {
   s.over_limit_refused = l.over_limit_refused.load(r);
   s.over_limit_dropped = l.over_limit_dropped.load(r);
   s.tx_dropped = l.tx_dropped.load(r);
+  s.rx_kernel_dropped = l.rx_kernel_dropped.load(r);
   s.tx_backlog = l.tx_backlog.load(r);
   s.port.link = l.link.load(r);
   s.port.link_speed_mbps = l.link_speed_mbps.load(r);
@@ -731,6 +738,7 @@ ShardCounters ShardGroup::total() const {
     t.over_limit_refused += c.over_limit_refused;
     t.over_limit_dropped += c.over_limit_dropped;
     t.tx_dropped += c.tx_dropped;
+    t.rx_kernel_dropped += c.rx_kernel_dropped;
     t.tx_backlog += c.tx_backlog;
     if (c.port.link == 0 || (c.port.link == 1 && t.port.link != 0)) t.port.link = c.port.link;
     t.port.link_speed_mbps = std::max(t.port.link_speed_mbps, c.port.link_speed_mbps);

@@ -119,13 +119,14 @@ struct ShardCounters {
   // and unreliable ones dropped.
   std::uint64_t over_limit_refused = 0;
   std::uint64_t over_limit_dropped = 0;
-  std::uint64_t tx_dropped = 0;      // refused by the driver
-  std::uint64_t tx_backlog = 0;      // held by the driver for a full transmit queue (gauge)
-  std::uint64_t tx_waits = 0;        // flushes put off because the driver had no transmit room
-  std::uint64_t cross_sent = 0;      // messages this shard put on other shards' rings
-  std::uint64_t cross_received = 0;  // messages taken off this shard's inbound rings
-  std::uint64_t cross_dropped = 0;   // refused because the target's ring was full
-  std::uint64_t wakeups_sent = 0;    // eventfd writes to wake a sleeping shard
+  std::uint64_t tx_dropped = 0;         // refused by the driver
+  std::uint64_t rx_kernel_dropped = 0;  // kernel sockets: lost to a full receive buffer
+  std::uint64_t tx_backlog = 0;         // held by the driver for a full transmit queue (gauge)
+  std::uint64_t tx_waits = 0;           // flushes put off because the driver had no transmit room
+  std::uint64_t cross_sent = 0;         // messages this shard put on other shards' rings
+  std::uint64_t cross_received = 0;     // messages taken off this shard's inbound rings
+  std::uint64_t cross_dropped = 0;      // refused because the target's ring was full
+  std::uint64_t wakeups_sent = 0;       // eventfd writes to wake a sleeping shard
   std::array<std::uint64_t, kLoopTimeBuckets> loop_time{};  // see kLoopTimeBuckets
   std::uint64_t loop_time_us = 0;                           // sum over all iterations
   // Iterations that found nothing to do (no frame, event, posted task or message) and their

@@ -294,5 +294,30 @@ TEST(SocketDriver, BurstOptionIsClampedAndReported) {
   EXPECT_EQ(d->caps().max_burst, SocketDriver::kMaxBurst);
 }
 
+// A receiver that stops reading: the kernel drops what its buffer cannot hold, and the driver
+// reports exactly those (every datagram sent is then either read or counted).
+TEST(SocketDriver, KernelReceiveDropsAreCounted) {
+  SocketOptions o;
+  o.bind = endpoint("127.0.0.1:0");
+  o.receive_buffer = 4096;  // the kernel's minimum applies
+  std::string error;
+  auto receiver = open_socket_driver(o, error);
+  ASSERT_NE(receiver, nullptr) << error;
+  auto sender = open("127.0.0.1:0");
+  ASSERT_TRUE(sender);
+  const std::string payload(512, 'x');
+  constexpr std::size_t kSent = 2000;
+  for (std::size_t i = 0; i < kSent; ++i) send(*sender, receiver->local_endpoint(), payload);
+  ASSERT_EQ(sender->stats().tx_datagrams, kSent);
+  EXPECT_EQ(receiver->stats().rx_kernel_dropped, 0u);  // not read yet
+  receiver->set_time(1);  // the shard's clock: the first call reads the count
+  const std::uint64_t dropped = receiver->stats().rx_kernel_dropped;
+  EXPECT_GT(dropped, 0u);
+  const auto got = receive(*receiver, kSent - dropped);
+  EXPECT_EQ(got.size() + dropped, kSent);
+  receiver->refresh_stats();
+  EXPECT_EQ(receiver->stats().rx_kernel_dropped, dropped);
+}
+
 }  // namespace
 }  // namespace tern::drv

@@ -423,5 +423,26 @@ TEST(UringDriver, BestDriverReportsBothFailures) {
   EXPECT_NE(error.find("socket:"), std::string::npos) << error;
 }
 
+// A uring driver that stops reading: once its buffers and its socket's receive buffer are
+// full the kernel drops the rest, and the driver reports exactly those.
+TEST(UringDriver, KernelReceiveDropsAreCounted) {
+  UringOptions o = uring_options("127.0.0.1:0");
+  o.socket.receive_buffer = 4096;  // the kernel's minimum applies
+  auto u = open_uring(o);
+  auto p = open_socket("127.0.0.1:0");
+  ASSERT_TRUE(u && p);
+  const std::string payload(512, 'x');
+  constexpr std::size_t kSent = 20000;  // more than the ring's buffers hold
+  for (std::size_t i = 0; i < kSent; ++i) send(*p, u->local_endpoint(), payload);
+  ASSERT_EQ(p->stats().tx_datagrams, kSent);
+  u->set_time(1);  // the shard's clock: the first call reads the count
+  const std::uint64_t dropped = u->stats().rx_kernel_dropped;
+  EXPECT_GT(dropped, 0u);
+  const auto got = drain(*u, std::chrono::milliseconds(300));
+  EXPECT_EQ(got.size() + dropped, kSent);
+  u->refresh_stats();
+  EXPECT_EQ(u->stats().rx_kernel_dropped, dropped);
+}
+
 }  // namespace
 }  // namespace tern::drv
