@@ -135,7 +135,9 @@ bool load_config_file(const std::string& path, RelayConfig& config, std::string&
   RelayConfig c = config;
 
   if (const toml::table* t = r.section(root, "relay")) {
-    if (!r.only(*t, "relay", {"listen", "shards", "driver", "idle", "pin"})) return false;
+    if (!r.only(*t, "relay", {"listen", "shards", "driver", "idle", "pin", "receive_buffer"})) {
+      return false;
+    }
     if (!r.endpoint(*t, "relay", "listen", c.listen)) return false;
     if (!r.integer(*t, "relay", "shards", c.shards, 0, 256)) return false;
     if (!r.string(*t, "relay", "driver", c.driver)) return false;
@@ -148,6 +150,9 @@ bool load_config_file(const std::string& path, RelayConfig& config, std::string&
       return r.fail("relay.idle", "must be \"wait\" or \"busy\", not \"" + c.idle + "\"");
     }
     if (!r.boolean(*t, "relay", "pin", c.pin)) return false;
+    if (!r.integer(*t, "relay", "receive_buffer", c.receive_buffer, 64 << 10, 1 << 30)) {
+      return false;
+    }
   } else if (!error.empty()) {
     return false;
   }

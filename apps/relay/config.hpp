@@ -28,6 +28,11 @@ struct RelayConfig {
   std::string driver = "socket";  // "socket", "uring" or "dpdk"
   std::string idle = "wait";
   bool pin = true;
+  // SO_RCVBUF of each shard's socket (socket and uring drivers). A relay past its capacity
+  // must not lose what it cannot read yet: a datagram the kernel drops is often an
+  // acknowledgement, whose copies the relay then resends to members who had them, so the
+  // overload feeds itself. The clients' windows bound what can be in flight; this holds it.
+  std::size_t receive_buffer = std::size_t{64} << 20;
   std::optional<Endpoint> metrics;  // HTTP /metrics; none = off
 
   std::size_t max_peers = 4096;  // whole relay

@@ -39,6 +39,7 @@ constexpr int kExitUsage = 2;
 constexpr const char* kUsage =
     "usage: tern-relay [--config FILE] [--listen HOST:PORT] [--shards N]\n"
     "                  [--driver socket|uring|dpdk] [--idle wait|busy] [--pin on|off]\n"
+    "                  [--receive-buffer BYTES]\n"
     "                  [--metrics HOST:PORT] [--peers N] [--max-room-size N]\n"
     "                  [--broadcast-rooms A-B[,C-D...]] [--rules FILE] [--checksum on|off]\n"
     "                  [--selective-acks on|off] [--ack-delay-ms MS]\n"
@@ -62,6 +63,8 @@ constexpr const char* kUsage =
     "  --idle I             wait (sleep until traffic or a timer) or busy (poll while any\n"
     "                       client is connected; with none, wait)\n"
     "  --pin on|off         pin shard i to CPU i (default on)\n"
+    "  --receive-buffer B   each shard socket's receive buffer (default 64 MiB; socket and\n"
+    "                       uring drivers): what arrives faster than the relay reads waits here\n"
     "  --metrics HOST:PORT  serve Prometheus text at http://HOST:PORT/metrics\n"
     "  --peers N            relay-wide connection limit\n"
     "  --max-room-size N    members per room\n"
@@ -103,16 +106,37 @@ constexpr const char* kUsage =
     "exit status: 0 clean stop, 1 cannot start, 2 bad command line or configuration\n";
 
 constexpr app::FlagSpec kFlags[] = {
-    {"help", false},         {"config", true},          {"listen", true},
-    {"shards", true},        {"driver", true},          {"idle", true},
-    {"pin", true},           {"metrics", true},         {"peers", true},
-    {"max-room-size", true}, {"broadcast-rooms", true}, {"rules", true},
-    {"dpdk-config", true},   {"dpdk-port", true},       {"dpdk-ip", true},
-    {"dpdk-mac", true},      {"dpdk-mbufs", true},      {"dpdk-huge", false},
-    {"dpdk-eal", true},      {"checksum", true},        {"selective-acks", true},
-    {"ack-delay-ms", true},  {"fast-retransmit", true}, {"congestion-window", true},
-    {"min-rto-ms", true},    {"throttle-window", true}, {"member-backlog", true},
-    {"hold-backlog", true},  {"slow-member-ms", true},  {"overflow-limit", true},
+    {"help", false},
+    {"config", true},
+    {"listen", true},
+    {"shards", true},
+    {"driver", true},
+    {"idle", true},
+    {"receive-buffer", true},
+    {"pin", true},
+    {"metrics", true},
+    {"peers", true},
+    {"max-room-size", true},
+    {"broadcast-rooms", true},
+    {"rules", true},
+    {"dpdk-config", true},
+    {"dpdk-port", true},
+    {"dpdk-ip", true},
+    {"dpdk-mac", true},
+    {"dpdk-mbufs", true},
+    {"dpdk-huge", false},
+    {"dpdk-eal", true},
+    {"checksum", true},
+    {"selective-acks", true},
+    {"ack-delay-ms", true},
+    {"fast-retransmit", true},
+    {"congestion-window", true},
+    {"min-rto-ms", true},
+    {"throttle-window", true},
+    {"member-backlog", true},
+    {"hold-backlog", true},
+    {"slow-member-ms", true},
+    {"overflow-limit", true},
     {"ring-limit", true},
 };
 
@@ -179,6 +203,11 @@ bool apply_flags(const app::CommandLine& cl, RelayConfig& c, std::string& why) {
     const auto n = app::parse_uint(*v, 0, 1000);
     if (!n) return why = "--min-rto-ms: must be 0..1000", false;
     c.min_rto_ms = static_cast<std::uint32_t>(*n);
+  }
+  if (auto v = cl.value("receive-buffer")) {
+    const auto n = tern::app::parse_uint(*v, 64 << 10, 1 << 30);
+    if (!n) return why = "--receive-buffer: must be 65536..2^30 bytes", false;
+    c.receive_buffer = *n;
   }
   if (auto v = cl.value("member-backlog")) {
     const auto n = app::parse_uint(*v, 0, std::uint64_t{1} << 40);
@@ -389,7 +418,8 @@ int main(int argc, char** argv) {
       "relay stopped signal=%d drained=%s peers_at_stop=%llu connects=%llu disconnects=%llu "
       "messages_in=%llu copies_out=%llu datagrams_in=%llu datagrams_out=%llu commands_in=%llu "
       "acks_out=%llu busy_us=%llu "
-      "retransmits=%llu fast_retransmits=%llu timeouts=%llu tx_waits=%llu tx_dropped=%llu",
+      "retransmits=%llu fast_retransmits=%llu timeouts=%llu tx_waits=%llu tx_dropped=%llu "
+      "rx_kernel_dropped=%llu",
       sig, drained ? "yes" : "no", static_cast<unsigned long long>(before.peers),
       static_cast<unsigned long long>(t.connects), static_cast<unsigned long long>(t.disconnects),
       static_cast<unsigned long long>(relay.messages_in()),
@@ -401,7 +431,8 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>(t.retransmits),
       static_cast<unsigned long long>(t.fast_retransmits),
       static_cast<unsigned long long>(t.timeouts), static_cast<unsigned long long>(t.tx_waits),
-      static_cast<unsigned long long>(t.tx_dropped));
+      static_cast<unsigned long long>(t.tx_dropped),
+      static_cast<unsigned long long>(t.rx_kernel_dropped));
   std::uint64_t holds = 0, slow = 0, queued = 0, overflow_hw = 0;
   for (std::size_t i = 0; i < relay.shards(); ++i) {
     holds += relay.stats(i).holds.load();

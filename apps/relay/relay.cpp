@@ -170,6 +170,7 @@ Relay::Relay(const RelayConfig& config)
         o.idle = config.idle == "busy" ? rt::IdlePolicy::busy_poll : rt::IdlePolicy::wait_deadline;
         o.busy_poll_only_connected = true;  // a server: no spinning with no one connected
         o.pin = config.pin;
+        o.socket_receive_buffer = static_cast<int>(config.receive_buffer);
         // Each shard may hold every peer (the kernel's hash need not be even); the relay-wide
         // limit is enforced on connect across shards. The headroom lets a shard that already
         // holds them all still complete the handshake of one more, so the relay can turn it
@@ -936,6 +937,10 @@ std::string Relay::metrics_text() const {
   per_shard("tern_relay_abusive_total", "counter",
             "Members disconnected for a reliable message over limits.message_size (data 3).",
             [&](std::size_t i) { return stats_[i]->abusive.load(); });
+  per_shard("tern_relay_rx_kernel_dropped_total", "counter",
+            "Datagrams the kernel dropped because the shard's socket receive buffer was full "
+            "(relay.receive_buffer): the relay fell behind its input.",
+            [&](std::size_t i) { return group_.counters(i).rx_kernel_dropped; });
   per_shard("tern_relay_tx_dropped_total", "counter",
             "Datagrams the driver could not send (full transmit queue, unresolved next hop).",
             [&](std::size_t i) { return group_.counters(i).tx_dropped; });
