@@ -52,6 +52,8 @@ constexpr std::uint64_t kSnapshotWaitNs = 200'000'000;   // progress: give up on
 constexpr auto kGoodbyeGrace = 2s;
 constexpr std::size_t kMaxBins = 4096;  // live loss accounting, per lane
 constexpr std::uint32_t kNoClient = std::numeric_limits<std::uint32_t>::max();
+constexpr std::size_t kReasonSlots = 8;      // tern::DisconnectReason values
+constexpr std::size_t kRemoteDataSlots = 8;  // disconnect data 0..6, and 7 for anything above
 // --broadcast senders send this once, before the spectators connect (count_registered).
 constexpr std::array<std::byte, 1> kProbe{std::byte{0}};
 // Duplicate detection, per (receiver, sender): 448 sequence numbers (about a second of one
@@ -176,6 +178,10 @@ struct alignas(64) Lane {
   std::atomic<std::uint32_t> connect_failed{0};
   std::atomic<std::uint64_t> last_connect_ns{0};
   std::atomic<std::uint8_t> last_reason{0};
+  // Connections lost during the run, by reason; a relay's own disconnects (remote) also by the
+  // data it gave (tern-relay: 1 shutdown, 2 slow consumer, 3 message too large, ...).
+  std::array<std::atomic<std::uint32_t>, kReasonSlots> lost_by_reason{};
+  std::array<std::atomic<std::uint32_t>, kRemoteDataSlots> lost_by_remote_data{};
   // By send time (bins of LoadGen::bin_ns from the measured period's start): copies owed by
   // this lane's senders and copies its receivers got, for the live loss figure.
   std::unique_ptr<std::atomic<std::uint64_t>[]> expected_bins;
@@ -345,6 +351,11 @@ void on_event(Lane& lane, rt::Shard& shard, tern::Event& ev) {
       } else {
         bump(lane.dropped);
         lane.last_reason.store(static_cast<std::uint8_t>(ev.reason), std::memory_order_relaxed);
+        bump(lane.lost_by_reason[std::min<std::size_t>(static_cast<std::size_t>(ev.reason),
+                                                       kReasonSlots - 1)]);
+        if (ev.reason == tern::DisconnectReason::remote) {
+          bump(lane.lost_by_remote_data[std::min<std::size_t>(ev.data, kRemoteDataSlots - 1)]);
+        }
       }
       break;
     case tern::EventType::none: break;
@@ -957,11 +968,28 @@ int run(const Config& config) {
     std::fprintf(stderr, "tern-loadgen: %" PRIu64 " sends refused by the host\n", send_failed);
   }
   if (dropped > 0) {
+    std::string reasons;
+    for (std::size_t k = 0; k < kReasonSlots; ++k) {
+      std::uint64_t count = 0;
+      for (const auto& l : lg.lanes) count += l->lost_by_reason[k].load();
+      if (count == 0) continue;
+      const auto why = static_cast<tern::DisconnectReason>(k);
+      reasons += format("%s%s %" PRIu64, reasons.empty() ? "" : ", ", tern::to_string(why), count);
+      if (why != tern::DisconnectReason::remote) continue;
+      for (std::size_t d = 0; d < kRemoteDataSlots; ++d) {
+        std::uint64_t with = 0;
+        for (const auto& l : lg.lanes) with += l->lost_by_remote_data[d].load();
+        if (with != 0) {
+          reasons +=
+              format(" [data %s%zu: %" PRIu64 "]", d + 1 == kRemoteDataSlots ? ">=" : "", d, with);
+        }
+      }
+    }
     std::fprintf(stderr,
                  "tern-loadgen: %" PRIu64
-                 " of %zu connections were lost during the run (last "
-                 "reason: %s)\n",
-                 dropped, n, tern::to_string(static_cast<tern::DisconnectReason>(reason)));
+                 " of %zu connections were lost during the run (%s; last reason: %s)\n",
+                 dropped, n, reasons.c_str(),
+                 tern::to_string(static_cast<tern::DisconnectReason>(reason)));
     status = kExitFailure;
   }
   if (interrupted) {
