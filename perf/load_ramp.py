@@ -20,8 +20,9 @@ second's), the relay's peak RSS, and the relay's and the load generator's CPU (s
 core).
 
 CAPACITY is the per-client rate at 100%: --capacity, or found first with --find-capacity (the
-relay's saturation on a fresh process: the rate of the best goodput, swept upwards until
-goodput stops rising by 3% or a step loses more than 5%). The built-in defaults are rough.
+relay's sustainable rate on a fresh process: swept upwards, the last rate before a step loses
+more than 1%, its p99 passes --capacity-p99-ms (default 50 ms: a 20 Hz game frame), or goodput
+stops rising by 3%). The built-in defaults are rough.
 
 Summary per relay (medians of the runs): goodput at 200% and 300% as a share of the ramp's peak
 goodput; "p99 before", the step before the overload with the last step's load (else the step
@@ -217,9 +218,11 @@ def ramp(build, target, client_args, clients, rates, seconds, relay_pid):
 
 
 def find_capacity(a, name, grid):
-    """The relay's saturation on a fresh process: rates of `grid` in turn until goodput stops
-    rising (by 3%) or a step loses more than 5% (refused sends included); the rate of the best
-    goodput. Each step runs like a ramp step."""
+    """The relay's sustainable rate on a fresh process: rates of `grid` in turn, each run like a
+    ramp step, until a step loses more than 1% (refused sends included), its p99 passes
+    --capacity-p99-ms, or goodput stops rising (by 3%); the last rate before that. The latency
+    bound matters: what a relay cannot read yet waits in its socket's receive buffer, so a short
+    step past capacity can still deliver everything, late."""
     relay, target, client = start_relay(a.build, name, a.tern_args.split())
     best_rate, best = grid[0], 0.0
     try:
@@ -227,17 +230,72 @@ def find_capacity(a, name, grid):
             row = step(a.build, target, client, a.clients, rate, a.step_seconds, relay.pid)
             print(f"capacity {name:12s} rate={rate:7.1f} Hz goodput={row['goodput']:11.0f}/s "
                   f"loss={row['loss']} p99={row['p99_us']} us", flush=True)
-            if row["goodput"] > best:
-                rising = row["goodput"] >= best * 1.03
-                best_rate, best = rate, row["goodput"]
-            else:
-                rising = False
-            if not row["ok"] or row["loss"] is None or row["loss"] > 0.05 or not rising:
+            if (not row["ok"] or row["loss"] is None or row["loss"] > 0.01
+                    or row["p99_us"] is None or row["p99_us"] > a.capacity_p99_ms * 1000
+                    or row["goodput"] < best * 1.03):
                 break
+            best_rate, best = rate, row["goodput"]
     finally:
         stop_relay(relay)
     print(f"capacity {name}: {best_rate:g} Hz ({best:.0f} copies/s)", flush=True)
     return best_rate
+
+
+def summarize(results, capacity, status):
+    """Per relay, medians over its runs: goodput at 200% and 300% as a share of the peak of the
+    steps before the fall (the last step's arrivals include the drained backlog); p99 before
+    (the median of the seconds of the step before the overload with the last step's load,
+    else of the step just before the first past 100%) and after (the messages sent 1-2 s and
+    2-3 s after the load fell); peak RSS; CPU at 300%; connections the clients lost."""
+    def med(values):
+        values = [v for v in values if v is not None]
+        return statistics.median(values) if values else None
+
+    def before_overload(rows):
+        first_over = next((i for i, r in enumerate(rows) if r["pct"] > 100), 0)
+        same = [r for r in rows[:first_over] if r["pct"] == rows[-1]["pct"]]
+        row = same[-1] if same else rows[first_over - 1] if first_over > 0 else None
+        return med(row["p99_by_second_us"]) if row else None
+
+    def after_fall(rows, second):
+        by_second = rows[-1]["p99_by_second_us"]
+        return by_second[second] if len(by_second) > second else None
+
+    summary = {}
+    print("\nrelay         capacity  goodput@200%  goodput@300%  p99 before  p99 1-2s after  "
+          "ratio  p99 2-3s after  ratio  peak RSS  cpu@300% relay/loadgen  clients lost")
+    fmt = lambda v, f: (f % v) if v is not None else "-"
+    for name, runs in results.items():
+        def share(pct):
+            out = []
+            for rows in runs:
+                peak = max(r["goodput"] for r in (rows[:-1] if len(rows) > 1 else rows)) or 1
+                out += [r["goodput"] / peak for r in rows if r["pct"] == pct]
+            return med(out)
+
+        pct = lambda v: v * 100 if v is not None else None
+        before = med([before_overload(rows) for rows in runs])
+        after1 = med([after_fall(rows, 1) for rows in runs])
+        after2 = med([after_fall(rows, 2) for rows in runs])
+        s = {"capacity_hz": capacity[name], "share_200": pct(share(200)),
+             "share_300": pct(share(300)), "p99_before_us": before,
+             "p99_after_us": after1, "recovery": after1 / before if before and after1 else None,
+             "p99_after_2s_us": after2,
+             "recovery_2s": after2 / before if before and after2 else None,
+             "peak_rss_kib": med([max(r["rss_kib"] for r in rows) for rows in runs]),
+             "loadgen_cpu_300": med([r["loadgen_cpu"] for rows in runs for r in rows
+                                     if r["pct"] == 300]),
+             "relay_cpu_300": med([r["relay_cpu"] for rows in runs for r in rows
+                                   if r["pct"] == 300]),
+             "clients_lost": [st.get("dropped") for st in status.get(name, [])]}
+        summary[name] = s
+        print(f"{name:12s} {capacity[name]:7.0f}Hz {fmt(s['share_200'], '%11.1f%%'):>13s} "
+              f"{fmt(s['share_300'], '%11.1f%%'):>13s} {fmt(before, '%9.0fus'):>11s} "
+              f"{fmt(after1, '%13.0fus'):>15s} {fmt(s['recovery'], '%5.2fx'):>6s} "
+              f"{fmt(after2, '%13.0fus'):>15s} {fmt(s['recovery_2s'], '%5.2fx'):>6s} "
+              f"{fmt(s['peak_rss_kib'], '%7.0fKiB'):>9s}  {fmt(s['relay_cpu_300'], '%.2f')}/"
+              f"{fmt(s['loadgen_cpu_300'], '%.2f')}  {s['clients_lost']}")
+    return summary
 
 
 def main():
@@ -248,13 +306,23 @@ def main():
     ap.add_argument("--capacity", default="")
     ap.add_argument("--find-capacity", default="",
                     help="per-client rates (Hz) to sweep for each relay's capacity first")
+    ap.add_argument("--capacity-p99-ms", type=float, default=50,
+                    help="--find-capacity: a rate whose p99 passes this is past capacity")
     ap.add_argument("--steps", default="25,50,100,150,200,300,50")
     ap.add_argument("--step-seconds", type=float, default=3)
     ap.add_argument("--clients", type=int, default=1000)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--tern-args", default="", help="extra tern-relay flags, space separated")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "load_ramp.json"))
+    ap.add_argument("--summarize", metavar="FILE", help="print the summary of a results file")
     a = ap.parse_args()
+    if a.summarize:
+        with open(a.summarize) as f:
+            saved = json.load(f)
+        capacity = saved.get("capacity") or {n: s["capacity_hz"]
+                                             for n, s in saved["summary"].items()}
+        summarize(saved["runs"], capacity, saved.get("status", {}))
+        return 0
     if a.quick:
         a.runs, a.clients, a.step_seconds = 1, 200, 2
         a.steps, a.relays = "25,100,300,50", "tern-socket,libenet"
@@ -282,14 +350,15 @@ def main():
             capacity[name] = find_capacity(a, name, grid)
 
     results = {r: [] for r in relays}
+    status = {r: [] for r in relays}
     for run in range(a.runs):
         order = relays if run % 2 == 0 else list(reversed(relays))
         for name in order:
             relay, target, client = start_relay(a.build, name, a.tern_args.split())
             rates = [max(1, round(capacity[name] * pct / 100)) for pct in steps]
             try:
-                rows, status = ramp(a.build, target, client, a.clients, rates, a.step_seconds,
-                                    relay.pid)
+                rows, status_of_run = ramp(a.build, target, client, a.clients, rates,
+                                           a.step_seconds, relay.pid)
             finally:
                 stop_relay(relay)
             fmt = lambda v, f: (f % v) if v is not None else "-"
@@ -300,62 +369,19 @@ def main():
                       f"by second={row['p99_by_second_us']} loss={fmt(row['loss'], '%.4f')} "
                       f"rss={row['rss_kib']} KiB cpu relay={fmt(row['relay_cpu'], '%.2f')} "
                       f"loadgen={fmt(row['loadgen_cpu'], '%.2f')}", flush=True)
-            if status["exit"] != 0 or status["dropped"]:
-                print(f"run {run + 1} {name}: load generator exit {status['exit']}, "
-                      f"{status['dropped']} connections lost ({status['stderr']})", flush=True)
+            if status_of_run["exit"] != 0 or status_of_run["dropped"]:
+                print(f"run {run + 1} {name}: load generator exit {status_of_run['exit']}, "
+                      f"{status_of_run['dropped']} connections lost "
+                      f"({status_of_run['stderr']})", flush=True)
             results[name].append(rows)
+            status[name].append(status_of_run)
 
-    summary = {}
-    print("\nrelay         capacity  goodput@200%  goodput@300%  p99 before  p99 after  "
-          "after/before  peak RSS  cpu@300% relay/loadgen")
-    for name in relays:
-        def med(values):
-            values = [v for v in values if v is not None]
-            return statistics.median(values) if values else None
-
-        def share(pct):
-            out = []
-            for rows in results[name]:
-                peak = max(r["goodput"] for r in rows) or 1
-                out += [r["goodput"] / peak for r in rows if r["pct"] == pct]
-            return med(out)
-
-        # The same load as the last step, before the overload (else the step just before it):
-        # the median of its seconds' p99.
-        def before_overload(rows):
-            first_over = next((i for i, r in enumerate(rows) if r["pct"] > 100), 0)
-            same = [r for r in rows[:first_over] if r["pct"] == rows[-1]["pct"]]
-            row = same[-1] if same else rows[first_over - 1] if first_over > 0 else None
-            return med(row["p99_by_second_us"]) if row else None
-
-        # Recovery: the p99 of the messages sent in the second second after the load fell.
-        def after_fall(rows):
-            by_second = rows[-1]["p99_by_second_us"]
-            return by_second[1] if len(by_second) > 1 else None
-
-        before = med([before_overload(rows) for rows in results[name]])
-        after = med([after_fall(rows) for rows in results[name]])
-        rss = med([max(r["rss_kib"] for r in rows) for rows in results[name]])
-        pct = lambda v: v * 100 if v is not None else None
-        s = {"capacity_hz": capacity[name], "share_200": pct(share(200)),
-             "share_300": pct(share(300)),
-             "p99_before_us": before, "p99_after_us": after,
-             "recovery": after / before if before and after else None, "peak_rss_kib": rss,
-             "loadgen_cpu_300": med([r["loadgen_cpu"] for rows in results[name]
-                                     for r in rows if r["pct"] == 300]),
-             "relay_cpu_300": med([r["relay_cpu"] for rows in results[name]
-                                   for r in rows if r["pct"] == 300])}
-        summary[name] = s
-        fmt = lambda v, f: (f % v) if v is not None else "-"
-        print(f"{name:12s} {capacity[name]:7.0f}Hz {fmt(s['share_200'], '%11.1f%%'):>13s} "
-              f"{fmt(s['share_300'], '%11.1f%%'):>13s} {fmt(before, '%9.0fus'):>11s} "
-              f"{fmt(after, '%8.0fus'):>10s} {fmt(s['recovery'], '%11.2fx'):>13s} "
-              f"{fmt(rss, '%7.0fKiB'):>9s}  {fmt(s['relay_cpu_300'], '%.2f')}/"
-              f"{fmt(s['loadgen_cpu_300'], '%.2f')}")
+    summary = summarize(results, capacity, status)
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump({"steps": steps, "clients": a.clients, "step_seconds": a.step_seconds,
-                   "runs": results, "summary": summary}, f, indent=1)
+                   "capacity": {n: capacity[n] for n in relays}, "runs": results,
+                   "status": status, "summary": summary}, f, indent=1)
     ok = all(rows and all(r["ok"] for r in rows) for runs in results.values() for rows in runs)
     print(f"\nresults: {a.out}" + ("" if ok else "  (some steps failed to run: see above)"))
     return 0 if ok else 1
