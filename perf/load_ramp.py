@@ -110,6 +110,15 @@ def stop_relay(p):
         p.wait()
 
 
+def loadgen_cmd(build, target, clients, rate, seconds):
+    """tern-loadgen on CPU 1: rooms of 8, 64 B reliable, 1 s warm-up, each client's queue
+    bounded at 4 KiB."""
+    return ["taskset", "-c", "1", os.path.join(build, "apps/loadgen/tern-loadgen"), "--target",
+            target, "--quiet", "--clients", str(clients), "--room-size", "8", "--rate",
+            f"{rate:g}", "--size", "64", "--duration", f"{seconds:g}", "--warmup", "1",
+            "--delivery", "reliable", "--max-queued", "4096"]
+
+
 def step(build, target, client_args, clients, rate, seconds, relay_pid):
     peak = [0]
     done = [False]
@@ -121,10 +130,7 @@ def step(build, target, client_args, clients, rate, seconds, relay_pid):
 
     t = threading.Thread(target=sample)
     t.start()
-    cmd = ["taskset", "-c", "1", os.path.join(build, "apps/loadgen/tern-loadgen"), "--target",
-           target, "--quiet", "--clients", str(clients), "--room-size", "8", "--rate",
-           f"{rate:g}", "--size", "64", "--duration", f"{seconds:g}", "--warmup", "1",
-           "--delivery", "reliable", "--max-queued", "4096"] + client_args
+    cmd = loadgen_cmd(build, target, clients, rate, seconds) + client_args
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds * 4 + 90)
     done[0] = True
     t.join()
@@ -158,11 +164,9 @@ def ramp(build, target, client_args, clients, rates, seconds, relay_pid):
     n = len(rates)
     json_path = f"/tmp/tern-load-ramp-{os.getpid()}.json"
     schedule = ",".join(f"{k * seconds:g}:{rates[k]}" for k in range(1, n))
-    cmd = ["taskset", "-c", "1", os.path.join(build, "apps/loadgen/tern-loadgen"), "--target",
-           target, "--quiet", "--clients", str(clients), "--room-size", "8", "--rate",
-           str(rates[0]), "--size", "64", "--duration", f"{n * seconds:g}", "--warmup", "1",
-           "--delivery", "reliable", "--max-queued", "4096", "--per-second", "--json",
-           json_path] + (["--schedule", schedule] if n > 1 else []) + client_args
+    cmd = (loadgen_cmd(build, target, clients, rates[0], n * seconds)
+           + ["--per-second", "--json", json_path] + (["--schedule", schedule] if n > 1 else [])
+           + client_args)
     lg = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     samples = []  # (time, relay cpu s, loadgen cpu s, relay rss KiB)
     done = [False]

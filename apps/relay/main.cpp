@@ -205,7 +205,7 @@ bool apply_flags(const app::CommandLine& cl, RelayConfig& c, std::string& why) {
     c.min_rto_ms = static_cast<std::uint32_t>(*n);
   }
   if (auto v = cl.value("receive-buffer")) {
-    const auto n = tern::app::parse_uint(*v, 64 << 10, 1 << 30);
+    const auto n = app::parse_uint(*v, 64 << 10, 1 << 30);
     if (!n) return why = "--receive-buffer: must be 65536..2^30 bytes", false;
     c.receive_buffer = *n;
   }

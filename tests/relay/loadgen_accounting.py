@@ -30,12 +30,17 @@ def fields(out):
     return {k: v for k, v in re.findall(r"(\S+)=(\S+)", line)}, line
 
 
-def run(relay_args, loadgen_args, what, exact):
+def start_relay(relay_args=()):
+    """tern-relay on two shards on an ephemeral loopback port; its 'relaying ...' line read."""
     relay = subprocess.Popen([RELAY, "--listen", "127.0.0.1:0", "--shards", "2", "--pin", "off"]
-                             + relay_args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             + list(relay_args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
+    return relay, relay.stdout.readline().split()
+
+
+def run(relay_args, loadgen_args, what, exact):
+    relay, ready = start_relay(relay_args)
     try:
-        ready = relay.stdout.readline().split()
         check(ready[:1] == ["relaying"], f"{what}: relay ready ({ready})")
         r = subprocess.run([LOADGEN, "--target", ready[1], "--quiet"] + loadgen_args,
                            capture_output=True, text=True, timeout=90)
@@ -105,11 +110,8 @@ run(["--ack-delay-ms", "5"], common + ["--delivery", "reliable"], "relay delays 
 
 def alone(relay_args):
     """Clients in rooms of one: the relay sends them nothing but acks."""
-    relay = subprocess.Popen([RELAY, "--listen", "127.0.0.1:0", "--shards", "2", "--pin", "off"]
-                             + relay_args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True)
+    relay, ready = start_relay(relay_args)
     try:
-        ready = relay.stdout.readline().split()
         r = subprocess.run([LOADGEN, "--target", ready[1], "--quiet", "--clients", "100",
                             "--room-size", "1", "--rate", "100", "--duration", "1", "--warmup",
                             "0.5"], capture_output=True, text=True, timeout=60)
@@ -150,11 +152,9 @@ def stalled_relay():
     payload reaches --max-queued have their next messages refused: counted, owed and lost,
     never queued. Everything the clients did send still arrives, so the loss is exactly the
     refused messages' copies."""
-    relay = subprocess.Popen([RELAY, "--listen", "127.0.0.1:0", "--shards", "2", "--pin", "off"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    relay, ready = start_relay()
     what = "relay stalled, clients' queues bounded"
     try:
-        ready = relay.stdout.readline().split()
         # 20 clients in 5 full rooms of 4 (3 copies a message), 100 Hz of 64 B: 4 KiB holds
         # 64 messages, 0.64 s of one client's traffic, so the stall overflows every client.
         loadgen = subprocess.Popen([LOADGEN, "--target", ready[1], "--quiet", "--clients", "20",
@@ -190,11 +190,9 @@ def scheduled_rates():
     each second by send time: 60 Hz from 1 s, paused from 2 s to the end of a 5 s period. The
     rows add up to the totals, every copy owed in each second arrives, and nothing is sent in
     the last, paused second (whatever was due before the pause went out by then)."""
-    relay = subprocess.Popen([RELAY, "--listen", "127.0.0.1:0", "--shards", "2", "--pin", "off"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    relay, ready = start_relay()
     what = "scheduled rates"
     try:
-        ready = relay.stdout.readline().split()
         r = subprocess.run([LOADGEN, "--target", ready[1], "--quiet", "--clients", "80",
                             "--rate", "20", "--duration", "5", "--warmup", "1",
                             "--schedule", "1:60,2:0", "--per-second", "--sources",

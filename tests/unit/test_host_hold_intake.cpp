@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 namespace {
@@ -32,15 +33,21 @@ void send_seq(CorePair& pair, std::uint32_t seq, Delivery delivery = Delivery::r
             SendResult::ok);
 }
 
+// A connected pair whose server records what it delivers in `received` (cleared).
+std::unique_ptr<CorePair> recording_pair(const HostConfig& server) {
+  received.clear();
+  auto pair = std::make_unique<CorePair>(HostConfig{}, server);
+  pair->on_server_event = record;
+  pair->handshake();
+  return pair;
+}
+
 class HoldIntake : public ::testing::Test {
  protected:
   void SetUp() override {
-    received.clear();
     HostConfig server;
     server.max_withheld = 16;
-    pair_ = std::make_unique<CorePair>(HostConfig{}, server);
-    pair_->on_server_event = record;
-    pair_->handshake();
+    pair_ = recording_pair(server);
   }
   std::unique_ptr<CorePair> pair_;
 };
@@ -119,12 +126,10 @@ TEST_F(HoldIntake, ADisconnectWhileHeldLosesNothingAcknowledged) {
 // unacknowledged, resent by the sender, and delivered in order as the bucket refills. An
 // unsequenced message over the rate is dropped and counted.
 TEST(IntakeMeter, ReliableOverTheRateWaitsForTheSenderToResend) {
-  received.clear();
   HostConfig server;
   server.intake_rate = 10;
-  CorePair p(HostConfig{}, server);
-  p.on_server_event = record;
-  p.handshake();
+  const auto pair = recording_pair(server);
+  CorePair& p = *pair;
   for (std::uint32_t i = 0; i < 30; ++i) send_seq(p, i);
   for (int i = 0; i < 5; ++i) p.step(1000);
   EXPECT_EQ(received.size(), 10u) << "the bucket holds 10";
@@ -137,12 +142,10 @@ TEST(IntakeMeter, ReliableOverTheRateWaitsForTheSenderToResend) {
 }
 
 TEST(IntakeMeter, UnsequencedOverTheRateIsDropped) {
-  received.clear();
   HostConfig server;
   server.intake_rate = 10;
-  CorePair p(HostConfig{}, server);
-  p.on_server_event = record;
-  p.handshake();
+  const auto pair = recording_pair(server);
+  CorePair& p = *pair;
   for (std::uint32_t i = 0; i < 30; ++i) send_seq(p, i, Delivery::unsequenced);
   for (int i = 0; i < 5; ++i) p.step(1000);
   EXPECT_EQ(received.size(), 10u);
@@ -156,12 +159,10 @@ TEST(IntakeMeter, UnsequencedOverTheRateIsDropped) {
 }
 
 TEST(IntakeMeter, BandwidthCountsBytes) {
-  received.clear();
   HostConfig server;
   server.intake_bandwidth = 80;  // ten 8-byte messages a second
-  CorePair p(HostConfig{}, server);
-  p.on_server_event = record;
-  p.handshake();
+  const auto pair = recording_pair(server);
+  CorePair& p = *pair;
   for (std::uint32_t i = 0; i < 30; ++i) send_seq(p, i, Delivery::unsequenced);
   for (int i = 0; i < 5; ++i) p.step(1000);
   EXPECT_EQ(received.size(), 10u);
