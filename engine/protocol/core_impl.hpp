@@ -1,0 +1,420 @@
+// HostCore::Impl: the protocol core's state and the map of its modules. Each group of member
+// functions below is defined in the file it names; host_core.cpp includes them all into one
+// translation unit, where the definitions are inline as they were inside the class.
+#pragma once
+
+#include "event_ring.hpp"
+#include "host_core.hpp"
+#include "intrusive.hpp"
+#include "peer_table.hpp"
+#include "pointer_index.hpp"
+#include "records.hpp"
+#include "release_batch.hpp"
+#include "timer_wheel.hpp"
+#include "wire.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace tern::proto {
+
+struct HostCore::Impl {
+  HostConfig config;
+  HostCounters counters;
+  PeerSlab slots;
+  std::vector<std::uint32_t> free_slots;
+  // Route and identity keys (see "routing" below): connections beyond the peer ID field's reach
+  // by (remote endpoint, our peer ID for them), accepted ones by the client's own index.
+  base::PeerTable<std::uint32_t> by_address;
+  std::size_t peer_count = 0;
+  std::uint32_t next_client_peer_id = 0;  // where connect() starts looking for a free ID
+  std::size_t connected_peers = 0;
+  std::size_t bandwidth_limited_peers = 0;
+  bool recalculate_bandwidth_limits = false;
+  std::uint64_t bandwidth_throttle_epoch = 0;
+  std::uint64_t random_state;
+  std::uint64_t now_ms = 0;
+  Pool<OutCmd> out_pool;
+  ReleaseBatch releases;  // references put_out() let go of, dropped at the next flush()
+  // Reliable commands transmitted at least once and not yet acknowledged (on sent_reliable,
+  // or back on outgoing_reliable for a resend) are indexed, so an acknowledgement finds its
+  // command without walking the list: in their channel's slots (Channel::unacked, then
+  // Channel::wide), or here by peer slot, channel and sequence number (system commands, and
+  // those whose channel slots are taken).
+  base::PointerIndex<OutCmd> unacked{1024};
+  Pool<WideUnacked> wide_pool;
+  Pool<InCmd> in_pool;
+  Pool<AckChunk> ack_pool;
+  Pool<PeerQueues> queue_pool;
+  Pool<Channel> channel_pool;
+  Pool<UnsequencedWindow> unsequenced_pool;
+  Pool<PeerExtra> extra_pool;
+  EventRing events;
+  std::vector<std::uint32_t> dirty;
+  base::TimerWheel timers;
+  std::vector<Farewell> farewells;
+  std::vector<Peer*> throttle_scratch;
+  // ---- routing: which connection a datagram's header names ------------------------------
+  //
+  // The peer ID we hand out (and the remote side puts in every header it sends us) is the
+  // connection's slot, as in ENet, wherever the 12-bit field can hold it: a datagram then finds
+  // its connection by indexing, and the address it came from confirms it. Connections in
+  // slots from kMaxPeerId on (a shard with more than 4,095) get an ID that no other connection
+  // from their address uses, and a route key (address, ID) in by_address. Connections we
+  // accepted are also found by the client's own index, to recognise a retransmitted or
+  // restarted CONNECT: through the route key when the ID we gave mirrors that index, else an
+  // identity key (address, kIdentityKey | index), which no route key can equal.
+  static constexpr std::uint16_t kIdentityKey = 0x8000;
+  static constexpr std::uint32_t kNoSlot = ~std::uint32_t{0};
+  struct Build {
+    OutDatagram* dg;
+    std::size_t pos;
+    std::size_t limit;
+    std::size_t commands = 0;
+    bool sent_time = false;
+    bool more = false;
+    bool zombie_after = false;
+  };
+  enum class Wrote { sent, blocked, full, dropped };
+  std::size_t dirty_cursor = 0;
+
+  // The address table's hash is keyed: sources are chosen by whoever sends to us.
+  explicit Impl(const HostConfig& cfg)
+      : config(cfg), by_address(cfg.random_seed ^ 0x5bd1e9955bd1e995ull) {
+    config.mtu = std::clamp(config.mtu, kMinMtu, kMaxMtu);
+    config.channel_limit = std::clamp(config.channel_limit, kMinChannelCount, kMaxChannelCount);
+    random_state = cfg.random_seed != 0 ? cfg.random_seed : 0x9E3779B97F4A7C15ull;
+  }
+
+  ~Impl() {
+    for (std::uint32_t i = 0; i < slots.size(); ++i) release_blocks(slots[i]);
+  }  // `releases` drops what release_blocks let go of as it is destroyed
+
+  // ---- peers --------------------------------------------------------------------------
+
+  Peer* find(PeerHandle h) {
+    if (h.slot >= slots.size()) return nullptr;
+    Peer* p = &slots[h.slot];
+    if (p->generation != h.generation || p->state == PeerState::disconnected) return nullptr;
+    return p;
+  }
+
+  const Peer* find(PeerHandle h) const { return const_cast<Impl*>(this)->find(h); }
+
+  // ---- side blocks ----------------------------------------------------------------------
+
+  // A peer epoch for now (ENet never stores 0) and the age of one, both modulo 2^32 ms.
+  std::uint32_t epoch_stamp() const {
+    return static_cast<std::uint32_t>(std::max<std::uint64_t>(now_ms, 1));
+  }
+
+  std::uint32_t ms_since(std::uint32_t epoch) const {
+    return static_cast<std::uint32_t>(now_ms) - epoch;
+  }
+
+  PeerQueues& queues(Peer& p) {
+    if (p.queues == nullptr) p.queues = queue_pool.get();
+    return *p.queues;
+  }
+
+  // Stores a setting in the peer's extra block, which is only taken for a non-default value.
+  void set_setting(Peer& p, std::uint32_t PeerExtra::*field, std::uint32_t value,
+                   std::uint32_t host_default) {
+    if (p.extra == nullptr && value == host_default) return;
+    extra(p).*field = value;
+  }
+
+  std::uint32_t ping_interval(const Peer& p) const {
+    return p.extra != nullptr ? p.extra->ping_interval : config.ping_interval_ms;
+  }
+
+  std::uint32_t timeout_limit(const Peer& p) const {
+    return p.extra != nullptr ? p.extra->timeout_limit : config.timeout_limit;
+  }
+
+  std::uint32_t timeout_minimum(const Peer& p) const {
+    return p.extra != nullptr ? p.extra->timeout_minimum : config.timeout_minimum_ms;
+  }
+
+  std::uint32_t timeout_maximum(const Peer& p) const {
+    return p.extra != nullptr ? p.extra->timeout_maximum : config.timeout_maximum_ms;
+  }
+
+  std::uint32_t throttle_interval(const Peer& p) const {
+    return p.extra != nullptr ? p.extra->throttle_interval : config.throttle_interval_ms;
+  }
+
+  std::uint32_t throttle_acceleration(const Peer& p) const {
+    return p.extra != nullptr ? p.extra->throttle_acceleration : config.throttle_acceleration;
+  }
+
+  std::uint32_t throttle_deceleration(const Peer& p) const {
+    return p.extra != nullptr ? p.extra->throttle_deceleration : config.throttle_deceleration;
+  }
+
+  static std::uint32_t incoming_bandwidth(const Peer& p) {
+    return p.extra != nullptr ? p.extra->incoming_bandwidth : 0;
+  }
+
+  static std::uint32_t outgoing_bandwidth(const Peer& p) {
+    return p.extra != nullptr ? p.extra->outgoing_bandwidth : 0;
+  }
+
+  void set_throttle_settings(Peer& p, std::uint32_t interval, std::uint32_t acceleration,
+                             std::uint32_t deceleration) {
+    set_setting(p, &PeerExtra::throttle_interval, interval, config.throttle_interval_ms);
+    set_setting(p, &PeerExtra::throttle_acceleration, acceleration, config.throttle_acceleration);
+    set_setting(p, &PeerExtra::throttle_deceleration, deceleration, config.throttle_deceleration);
+  }
+
+  void set_bandwidths(Peer& p, std::uint32_t incoming, std::uint32_t outgoing) {
+    set_setting(p, &PeerExtra::incoming_bandwidth, incoming, 0);
+    set_setting(p, &PeerExtra::outgoing_bandwidth, outgoing, 0);
+  }
+
+  void count(Peer& p, Stat s, std::size_t n) {
+    const std::uint32_t before = p.stat_low[s];
+    p.stat_low[s] = before + static_cast<std::uint32_t>(n);
+    if (p.stat_low[s] < before) ++extra(p).stat_high[s];
+  }
+
+  static std::uint64_t stat(const Peer& p, Stat s) {
+    const std::uint64_t high = p.extra != nullptr ? p.extra->stat_high[s] : 0;
+    return (high << 32) | p.stat_low[s];
+  }
+
+  // The channel, or nullptr if it has carried nothing yet (id must be below channel_count).
+  static Channel* channel_if(const Peer& p, std::uint8_t id) {
+    if (p.channel_store == nullptr) return nullptr;
+    if (p.channel_count == 1) return static_cast<Channel*>(p.channel_store);
+    return static_cast<Channel**>(p.channel_store)[id];
+  }
+
+  // The channel, allocated on first use (id must be below channel_count). Every send asks for
+  // its channel, so the common case (already there) stays inline and a first use takes a call.
+  Channel& channel(Peer& p, std::uint8_t id) {
+    if (p.channel_store != nullptr) {
+      if (p.channel_count == 1) return *static_cast<Channel*>(p.channel_store);
+      if (Channel* ch = static_cast<Channel**>(p.channel_store)[id]) return *ch;
+    }
+    return first_use_of_channel(p, id);
+  }
+
+  template <class F>
+  static void for_each_channel(const Peer& p, F&& f) {
+    if (p.channel_store == nullptr) return;
+    if (p.channel_count == 1) {
+      f(*static_cast<Channel*>(p.channel_store));
+      return;
+    }
+    for (std::uint32_t i = 0; i < p.channel_count; ++i) {
+      if (Channel* ch = static_cast<Channel**>(p.channel_store)[i]) f(*ch);
+    }
+  }
+
+  PeerHandle handle_of(const Peer& p) const { return PeerHandle{p.slot, p.generation}; }
+
+  Event event_for(const Peer& p, EventType type) const {
+    Event ev;
+    ev.type = type;
+    ev.peer = handle_of(p);
+    ev.address = p.address;
+    return ev;
+  }
+
+  static std::uint64_t unacked_key(const Peer& p, std::uint8_t channel, std::uint16_t seq) {
+    return std::uint64_t{p.slot} << 24 | std::uint64_t{channel} << 16 | seq;
+  }
+
+  // The channel a command is queued on; null for system commands (0xFF), which have none.
+  static Channel* command_channel(const Peer& p, std::uint8_t channel_id) {
+    return channel_id < p.channel_count ? channel_if(p, channel_id) : nullptr;
+  }
+
+  void mark_dirty(Peer& p) {
+    if (!p.dirty) {
+      p.dirty = true;
+      dirty.push_back(p.slot);
+    }
+  }
+
+  // Calls f(seq) for each sequence number an ack range names, in order.
+  template <class F>
+  static void for_each_in_range(std::uint16_t seq, std::uint32_t bits, F&& f) {
+    for (;;) {
+      f(seq);
+      if (bits == 0) return;
+      const int skip = std::countr_zero(bits);
+      seq = static_cast<std::uint16_t>(seq + skip + 1);
+      bits = skip == 31 ? 0 : bits >> (skip + 1);
+    }
+  }
+
+  std::uint32_t local_features() const { return config.selective_acks ? kFeatureSelectiveAcks : 0; }
+
+  std::size_t room(const Build& b) const { return b.limit - b.pos; }
+
+  // ---- peer_blocks.cpp: side blocks: queues, channels, extra settings, taken on first use and
+  // returned when idle -------------------------------------------------
+  void release_queues_if_idle(Peer& p);
+  void release_wide(Channel& ch);
+  PeerExtra& extra(Peer& p);
+  [[gnu::noinline]] Channel& first_use_of_channel(Peer& p, std::uint8_t id);
+  void reset_channels(Peer& p, std::uint32_t count);
+  void release_blocks(Peer& p);
+
+  // ---- peer_directory.cpp: which connection a datagram names: slots, peer IDs, address keys; peer
+  // allocation and reset ----------------------------------------------
+  std::uint32_t route_slot(const Endpoint& from, std::uint16_t id) const;
+  Peer* route(const Endpoint& from, std::uint16_t id);
+  bool peer_id_taken(const Endpoint& address, std::uint16_t id) const;
+  std::uint16_t free_peer_id(const Endpoint& address, std::uint16_t preferred) const;
+  Peer* find_accepted(const Endpoint& address, std::uint16_t client_index);
+  Peer* allocate_peer(const Endpoint& address, std::uint16_t preferred);
+  void key_accepted(Peer& p);
+  void erase_key(const base::PeerKey& key, std::uint32_t slot);
+  void set_state(Peer& p, PeerState s);
+  void reset_peer(Peer& p);
+
+  // ---- handshake.cpp: CONNECT, VERIFY_CONNECT and the Tern hello: a connection comes up
+  // ---------------------------------------------------
+  std::uint32_t random_u32();
+  void emit_connect(Peer& p);
+  void notify_connect(Peer& p);
+  Handled handle_hello(Peer& p, const Command& cmd);
+  Peer* handle_connect(const Endpoint& from, const Command& cmd, Drop& why);
+  Handled handle_verify_connect(Peer& p, const Command& cmd, Drop& why);
+  PeerHandle connect(std::uint64_t now_us, const Endpoint& to, std::size_t channel_count,
+                     std::uint32_t data);
+
+  // ---- disconnect.cpp: disconnects: requested, received, immediate, after the queue drains;
+  // farewells --------------------------------------------------
+  void emit_disconnect(Peer& p, DisconnectReason reason, std::uint32_t data);
+  void notify_disconnect(Peer& p, DisconnectReason reason);
+  void queue_farewell(Peer& p, std::uint32_t data);
+  Handled handle_disconnect(Peer& p, const Command& cmd);
+  void start_disconnect(Peer& p, std::uint32_t data);
+  void disconnect_now(Peer& p, std::uint32_t data);
+  void disconnect_later(Peer& p, std::uint32_t data);
+
+  // ---- receive.cpp: incoming messages: memory caps, delivery to events, reliable ordering,
+  // unreliable sequencing, unsequenced window -----------------------------------------------------
+  void release_in(Peer& p, InCmd* c);
+  bool charge(Peer& p, std::size_t bytes, bool reassembly, Drop& why);
+  void evict_largest_holder();
+  void deliver(Peer& p, std::uint8_t channel, Delivery delivery, InCmd* c);
+  void deliver_now(Peer& p, std::uint8_t channel, Delivery delivery, Packet packet,
+                   std::span<const std::byte> lent = {});
+  void deliver_from_datagram(Peer& p, std::uint8_t channel, Delivery delivery,
+                             std::span<const std::byte> bytes);
+  void dispatch_reliable(Peer& p, std::uint8_t channel_id);
+  void dispatch_unreliable(Peer& p, std::uint8_t channel_id);
+  bool insert_reliable(Channel& ch, InCmd* c);
+  InCmd* find_reliable(Channel& ch, std::uint16_t seq);
+  InCmd* find_or_position_unreliable(Channel& ch, std::uint16_t rseq, std::uint16_t useq,
+                                     InCmd*& insert_after);
+  Handled handle_send_reliable(Peer& p, const Command& cmd, std::uint16_t sent_time, Drop& why);
+  Handled handle_send_unreliable(Peer& p, const Command& cmd, Drop& why);
+  Handled handle_send_unsequenced(Peer& p, const Command& cmd, Drop& why);
+
+  // ---- intake.cpp: admission before the acknowledgement: rate and bandwidth buckets, held intake
+  // ------------------------------------------------------
+  bool meter(Peer& p, std::size_t bytes);
+  Handled withhold_reliable(Peer& p, Channel& ch, const Command& cmd, std::uint16_t sent_time,
+                            Drop& why);
+  void release_intake(Peer& p);
+
+  // ---- reassembly.cpp: fragment sets: validation, assembly, delivery once complete
+  // --------------------------------------------------
+  void end_reassembly(InCmd* c);
+  bool validate_fragment(const Command& cmd, Drop& why) const;
+  InCmd* new_fragment_set(Peer& p, const Command& cmd, std::uint16_t rseq, std::uint16_t useq,
+                          Cmd type, Drop& why);
+  static bool matches_set(const InCmd* set, const Command& cmd, Cmd type);
+  bool fill_fragment(InCmd* set, const Command& cmd);
+  Handled handle_send_fragment(Peer& p, const Command& cmd, Drop& why);
+  Handled handle_send_unreliable_fragment(Peer& p, const Command& cmd, Drop& why);
+
+  // ---- ack_ledger.cpp: acknowledgements: the unacked index, acks received and acks owed
+  // --------------------------------------------------
+  void track_unacked(Peer& p, OutCmd* c);
+  void untrack_unacked(Peer& p, OutCmd* c);
+  OutCmd* find_unacked(const Peer& p, std::uint8_t channel_id, std::uint16_t seq) const;
+  Cmd remove_sent_reliable(Peer& p, std::uint16_t seq, std::uint8_t channel_id);
+  Cmd remove_acked(Peer& p, OutCmd* found);
+  Handled handle_acknowledge(Peer& p, const Command& cmd);
+  void queue_ack(Peer& p, const Command& cmd, std::uint16_t sent_time);
+  void write_acks(Peer& p, Build& b);
+
+  // ---- selective_acks.cpp: extension: ACK_RANGE, one command acknowledging up to 33 reliable
+  // commands ----------------------------------------------
+  std::size_t find_range(const Peer& p, std::uint8_t channel_id, std::uint16_t seq,
+                         std::uint32_t bits, std::array<OutCmd*, kAckRangeSpan>& found) const;
+  Handled handle_ack_range(Peer& p, const Command& cmd, Drop& why);
+
+  // ---- send_queue.cpp: the application's messages: fragmenting, sequence numbers, the outgoing
+  // queues --------------------------------------------------
+  void put_out(PeerQueues& q, OutCmd* c);
+  void free_reliable(Peer& p, OutCmd* c);
+  void clear_queues(Peer& p);
+  void queue_outgoing(Peer& p, const Command& cmd, Packet packet, std::uint32_t offset,
+                      std::uint16_t length);
+  void queue_system(Peer& p, Command cmd);
+  SendResult send(PeerHandle h, std::uint8_t channel_id, Delivery delivery, Packet payload);
+  SendResult send(Peer& p, std::uint8_t channel_id, Delivery delivery, Packet payload);
+
+  // ---- datagram_builder.cpp: one datagram for a peer: acks, reliable and unreliable commands
+  // inside the windows, header, checksum --------------------------------------------
+  void put_command(Build& b, const Command& cmd, std::span<const std::byte> payload);
+  static Command wire_command(const OutCmd& c);
+  void put_queued(Build& b, const OutCmd& c);
+  Wrote write_reliable_one(Peer& p, Build& b, OutCmd* c);
+  Wrote write_unreliable_one(Peer& p, Build& b, OutCmd* c);
+  bool waits_for_reliable(const Peer& p, const OutCmd* u) const;
+  void write_commands(Peer& p, Build& b);
+  bool build_datagram(Peer& p, OutDatagram& dg, bool check_timers, bool& more);
+
+  // ---- retransmit.cpp: retransmission timeouts: lost commands requeued, timed-out peers
+  // disconnected --------------------------------------------------
+  bool check_timeouts(Peer& p);
+  static void requeue_lost(PeerQueues& q, OutCmd* c, OutCmd* insert_after);
+  static void rearm_retransmission_timer(PeerQueues& q);
+
+  // ---- fast_retransmit.cpp: extension: a command overtaken by later acknowledged ones is resent
+  // at once ---------------------------------------------
+  void resend_overtaken(Peer& p);
+
+  // ---- congestion_window.cpp: extension: after a stall, reliable data in transit restarts at one
+  // MTU -------------------------------------------
+  void shrink_congestion_window(const Peer& p, PeerQueues& q);
+  void grow_congestion_window(PeerQueues& q, std::uint32_t acked);
+
+  // ---- throttle.cpp: RTT samples, packet loss, ENet's packet throttle and bandwidth limits
+  // ----------------------------------------------------
+  void throttle(Peer& p, std::uint32_t rtt);
+  bool take_rtt_sample(Peer& p, std::uint16_t received_sent_time);
+  void compute_window_from_bandwidth(Peer& p);
+  Handled handle_bandwidth_limit(Peer& p, const Command& cmd);
+  Handled handle_throttle_configure(Peer& p, const Command& cmd);
+  void update_packet_loss(Peer& p);
+  void bandwidth_throttle();
+
+  // ---- timers.cpp: each peer's one timer: deadlines, the timing wheel, the next deadline
+  // ------------------------------------------------------
+  std::uint64_t peer_deadline(const Peer& p) const;
+  void schedule(Peer& p);
+  void fire_timers();
+  std::uint64_t next_deadline_us() const;
+
+  // ---- host_core.cpp: orchestration ---------------------------------------------------
+  void on_datagram(std::uint64_t now_us, const Endpoint& from, std::span<const std::byte> bytes);
+  bool holds_acks(const Peer& p) const;
+  void prefetch_dirty(std::size_t at);
+  std::size_t flush(std::uint64_t now_us, std::span<OutDatagram> out);
+  bool poll_event(Event& out);
+};
+
+}  // namespace tern::proto

@@ -1,0 +1,364 @@
+// The protocol core's records: queued and received commands, pending acknowledgements,
+// channels, a connection's side blocks and the peer itself, and the slab peers live in.
+#pragma once
+
+#include "host_core.hpp"
+#include "intrusive.hpp"
+#include "timer_wheel.hpp"
+#include "wire.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <vector>
+
+namespace tern::proto {
+
+constexpr std::uint64_t kNever = std::numeric_limits<std::uint64_t>::max();
+constexpr std::size_t kMaxHeaderSize = 8;  // peer ID + sent time + checksum
+
+// ENet's receive-window test: is `seq` inside the windows a receiver accepts, relative to the
+// last delivered sequence number `current`? (Windows behind, or 7+ windows ahead, are not.)
+bool in_receive_window(std::uint16_t seq, std::uint16_t current) {
+  std::uint32_t window = seq / kReliableWindowSize;
+  const std::uint32_t current_window = current / kReliableWindowSize;
+  if (seq < current) window += kReliableWindows;
+  return window >= current_window && window < current_window + kFreeReliableWindows - 1;
+}
+
+// Distance ahead of `current` in sequence space; orders everything inside the receive window.
+std::uint16_t ahead(std::uint16_t seq, std::uint16_t current) {
+  return static_cast<std::uint16_t>(seq - current);
+}
+
+// A queued command in one cache line. A relay holds one per copy of every message in flight,
+// and the acknowledgement that frees it arrives a round trip after it was written, when it has
+// long left the cache: each extra line is one more miss per copy. So the wire command is not
+// kept whole but rebuilt when written (wire_command): send_* commands from their sequence
+// numbers and their place in the message, disconnect from `body`; the four commands whose
+// bodies do not fit (connect, verify_connect, bandwidth_limit, throttle_configure: rare) are
+// encoded into `packet` when queued.
+struct alignas(64) OutCmd {
+  OutCmd* prev_ = nullptr;
+  OutCmd* next_ = nullptr;
+  // send_*: the whole message (a fragment is fragment_length bytes of it at fragment_offset);
+  // `encoded`: the command's wire bytes.
+  Packet packet;
+  std::uint64_t sent_time_ms = 0;
+  std::uint32_t rto_ms = 0;
+  std::uint32_t queue_order = 0;  // merges the two outgoing lists back into queue order
+  std::uint32_t fragment_offset = 0;
+  // disconnect: its data. send_unsequenced: the group. Fragments: the start sequence number
+  // (low half) and the length of every fragment but the last (high half).
+  std::uint32_t body = 0;
+  std::uint16_t reliable_seq = 0;
+  std::uint16_t unreliable_seq = 0;
+  std::uint16_t send_attempts = 0;
+  std::uint16_t fragment_length = 0;
+  std::uint8_t command = 0;  // number | flags, as on the wire
+  std::uint8_t channel_id = 0;
+  bool in_sent = false;  // on sent_reliable (else, once sent, waiting for a resend)
+  bool encoded = false;
+
+  Cmd type() const { return static_cast<Cmd>(command & kCommandMask); }
+  bool needs_ack() const { return (command & kFlagAcknowledge) != 0; }
+  bool unsequenced_flag() const { return (command & kFlagUnsequenced) != 0; }
+  // A message's bytes (which the send window and the throttle count), not a system command.
+  bool has_payload() const { return packet && !encoded; }
+  std::size_t wire_size() const {
+    return encoded ? packet.size() : command_size(type()) + fragment_length;
+  }
+};
+static_assert(sizeof(OutCmd) == 64, "one cache line per queued command");
+
+struct InCmd {
+  InCmd* prev_ = nullptr;
+  InCmd* next_ = nullptr;
+  std::uint16_t reliable_seq = 0;
+  std::uint16_t unreliable_seq = 0;
+  Cmd type = Cmd::none;
+  std::uint32_t fragment_count = 0;
+  std::uint32_t fragments_remaining = 0;
+  std::uint32_t accounted = 0;  // bytes charged to the waiting-data caps
+  bool reassembling = false;    // an incomplete fragment set (charged to reassembly_bytes)
+  // Taken while the sender's intake was held (HostCore::hold_intake): not yet acknowledged,
+  // and acknowledged with the send time of the newest datagram that carried it on release.
+  bool ack_withheld = false;
+  std::uint16_t ack_sent_time = 0;
+  Packet packet;
+  Packet bitmap;  // fragment sets: one bit per fragment received
+};
+
+struct PendingAck {
+  std::uint16_t reliable_seq;  // a range's base
+  std::uint16_t sent_time;     // a range's: of the newest datagram it covers
+  std::uint8_t channel;
+  bool is_disconnect;
+  bool is_range;       // an ack_range (selective acks): reliable_seq plus `bits`
+  std::uint32_t bits;  // bit i: reliable_seq + 1 + i is acknowledged too
+};
+
+// Pending acknowledgements, in pooled chunks: a peer holds chunks only while acks wait.
+struct AckChunk {
+  static constexpr std::size_t kCapacity = 9;  // 128-byte chunks
+  AckChunk* prev_ = nullptr;
+  AckChunk* next_ = nullptr;
+  std::uint8_t begin = 0;  // acks[begin, end) are pending
+  std::uint8_t end = 0;
+  std::array<PendingAck, kCapacity> acks;
+};
+
+// Commands in flight by reliable sequence number modulo N, each slot tagged with the sequence
+// number it holds: an acknowledgement finds its command, or learns that the slot holds another,
+// from the table alone. The command itself was written a round trip ago and has usually left
+// the cache; looking at an occupant to learn it is the wrong one cost a miss per ack.
+template <std::size_t N>
+struct UnackedSlots {
+  std::array<OutCmd*, N> cmd{};
+  std::array<std::uint16_t, N> seq{};
+
+  OutCmd* find(std::uint16_t s) const {
+    OutCmd* c = cmd[s % N];
+    return c != nullptr && seq[s % N] == s ? c : nullptr;
+  }
+  bool claim(OutCmd* c) {
+    const std::size_t i = c->reliable_seq % N;
+    if (cmd[i] != nullptr) return false;
+    cmd[i] = c;
+    seq[i] = c->reliable_seq;
+    return true;
+  }
+  bool release(const OutCmd* c) {
+    const std::size_t i = c->reliable_seq % N;
+    if (cmd[i] != c) return false;
+    cmd[i] = nullptr;
+    return true;
+  }
+  bool empty() const {
+    return std::all_of(cmd.begin(), cmd.end(), [](const OutCmd* c) { return c == nullptr; });
+  }
+};
+
+// A channel's own slots: consecutive sequence numbers share lines, so the slot an
+// acknowledgement names is usually in cache next to the ones its predecessors named, where a
+// host-wide hash scatters them. A command whose slot is taken (more than this many sequence
+// numbers behind the newest in flight: a backlog) goes to the channel's wide slots.
+inline constexpr std::size_t kChannelUnackedSlots = 32;
+
+// A backlogged channel's slots: taken (from a pool) when the channel's own slots collide, and
+// kept until the connection has nothing in flight, so a channel that hovers around the limit
+// does not take and return them over and over. 1024 covers ENet's largest send window (64 KiB)
+// of 64-byte messages; a command whose wide slot is taken too goes to the host-wide index.
+// Without these slots a deep backlog sent every command through that index: a cache miss to
+// insert it and one to find it again.
+inline constexpr std::size_t kWideUnackedSlots = 1024;
+using WideUnacked = UnackedSlots<kWideUnackedSlots>;
+
+// Allocated (from a pool) the first time the channel carries a message either way.
+struct Channel {
+  UnackedSlots<kChannelUnackedSlots> unacked;
+  WideUnacked* wide = nullptr;
+  std::uint16_t out_reliable_seq = 0;
+  std::uint16_t out_reliable_sent = 0;  // highest reliable seq transmitted at least once
+  std::uint16_t out_unreliable_seq = 0;
+  std::uint16_t used_reliable_windows = 0;
+  std::array<std::uint16_t, kReliableWindows> reliable_windows{};
+  std::uint16_t in_reliable_seq = 0;
+  std::uint16_t in_unreliable_seq = 0;
+  IntrusiveList<InCmd> in_reliable;
+  IntrusiveList<InCmd> in_unreliable;
+};
+
+inline constexpr std::uint32_t kUnlimitedWindow = 0xffffffffu;
+
+// A connection's outgoing work: taken from a pool while anything is queued, in flight or
+// waiting to be acknowledged, returned once all of it is gone (an idle peer holds none).
+struct PeerQueues {
+  IntrusiveList<OutCmd> outgoing_reliable;    // commands with the acknowledge flag
+  IntrusiveList<OutCmd> outgoing_unreliable;  // everything else
+  IntrusiveList<OutCmd> sent_reliable;
+  IntrusiveList<AckChunk> acks;
+  std::uint64_t next_timeout = 0;      // retransmission deadline of sent_reliable's front
+  std::uint64_t earliest_timeout = 0;  // kept (with the block) until an ack clears it
+  std::uint64_t acks_due = 0;          // HostConfig::ack_delay_ms: when held acks must go
+  std::uint32_t queue_counter = 0;     // restarts with the block: orders queued commands only
+  std::uint32_t reliable_data_in_transit = 0;
+  // HostConfig::congestion_window: bytes of reliable data allowed in transit on top of
+  // ENet's throttled window. Unlimited until a stall's retransmission timeout, then one MTU,
+  // growing by what is acknowledged until it reaches ENet's largest window.
+  std::uint32_t congestion_window = kUnlimitedWindow;
+  // HostConfig::fast_retransmit: the newest send time among acknowledged commands sent once
+  // (a resent command's ack may be for either copy), and whether an ack in the datagram being
+  // read moved it, so commands sent well before it and still unacknowledged are lost.
+  std::uint64_t newest_acked_sent_ms = 0;
+  bool newest_acked_moved = false;
+  std::uint32_t wide_channels = 0;  // channels holding a WideUnacked
+  std::size_t queued_bytes = 0;     // payload of the commands held here (HostConfig::max_queued)
+};
+
+// ENet's unsequenced receive window, allocated on the first unsequenced message received.
+struct UnsequencedWindow {
+  std::uint16_t incoming_group = 0;
+  std::array<std::uint32_t, kUnsequencedWindowSize / 32> bits{};
+};
+
+// Per-connection statistics counters: 32 bits in the peer, the high words in PeerExtra (taken
+// on the first carry, after 4 GiB or 4 billion of something).
+enum Stat : std::uint8_t {
+  kDatagramsSent,
+  kDatagramsReceived,
+  kBytesSent,
+  kBytesReceived,
+  kReliableRetransmits,
+  kMessagesSent,
+  kMessagesReceived,
+  kStatCount
+};
+
+// Rarely needed per-connection state: settings that differ from the host's defaults, bandwidth
+// limits announced by the other side, and the statistics' high words. Allocated on first use.
+struct PeerExtra {
+  std::uint32_t ping_interval;
+  std::uint32_t timeout_limit;
+  std::uint32_t timeout_minimum;
+  std::uint32_t timeout_maximum;
+  std::uint32_t throttle_interval;
+  std::uint32_t throttle_acceleration;
+  std::uint32_t throttle_deceleration;
+  std::uint32_t incoming_bandwidth = 0;
+  std::uint32_t outgoing_bandwidth = 0;
+  std::uint32_t withheld = 0;  // reliable commands taken but not acknowledged (hold_intake)
+  // HostConfig::intake_rate and intake_bandwidth: the buckets, and when they were last filled
+  // (0: never, they start full).
+  double intake_messages = 0;
+  double intake_bytes = 0;
+  std::uint64_t intake_filled_ms = 0;
+  std::array<std::uint32_t, kStatCount> stat_high{};
+};
+
+// The hot per-connection record: what every connected peer needs, idle or not. Everything else
+// hangs off it in pooled side blocks that exist only while used (queues, channels, unsequenced
+// window, extra).
+struct Peer {
+  base::TimerNode timer;  // retransmission, ping or timeout: whichever is due first
+  std::uint64_t last_receive_time = 0;
+  PeerQueues* queues = nullptr;
+  PeerExtra* extra = nullptr;
+  UnsequencedWindow* unsequenced = nullptr;
+  // channel_count == 1: the channel itself; more: an array of channel_count pointers. Either
+  // may be null until first use.
+  void* channel_store = nullptr;
+  std::uint32_t slot = 0;
+  std::uint32_t generation = 1;
+  std::uint32_t connect_id = 0;
+  std::uint32_t connect_data = 0;
+  std::uint32_t event_data = 0;
+  std::uint32_t window_size = kMaxWindowSize;
+  std::uint32_t outgoing_data_total = 0;
+  // ENet's epochs (max(now, 1) when last rolled), low 32 bits: their ages are taken modulo
+  // 2^32 ms, exact unless a peer goes 49.7 days without an acknowledgement (throttle epoch)
+  // or without sending (loss epoch). Valid once the matching *_epoch_set bit is set.
+  std::uint32_t packet_throttle_epoch = 0;
+  std::uint32_t packet_loss_epoch = 0;
+  std::uint32_t packets_sent = 0;
+  std::uint32_t packets_lost = 0;
+  std::uint32_t packet_loss = 0;
+  std::uint32_t packet_loss_variance = 0;
+  std::uint32_t total_waiting_data = 0;  // bounded by HostConfig::max_waiting_data
+  std::array<std::uint32_t, kStatCount> stat_low{};
+  Endpoint address;
+  // Round-trip times fit 16 bits: a sample is rebuilt from a 16-bit send time (at most
+  // 65,535 ms), and the smoothed values and variances never exceed the largest sample.
+  std::uint16_t last_rtt = kDefaultRoundTripTime;
+  std::uint16_t lowest_rtt = kDefaultRoundTripTime;
+  std::uint16_t last_rtt_variance = 0;
+  std::uint16_t highest_rtt_variance = 0;
+  std::uint16_t rtt = kDefaultRoundTripTime;
+  std::uint16_t rtt_variance = 0;
+  std::uint16_t mtu = kDefaultMtu;
+  std::uint16_t incoming_peer_id = 0;
+  std::uint16_t outgoing_peer_id = kMaxPeerId;
+  std::uint16_t outgoing_reliable_seq = 0;
+  std::uint16_t outgoing_unsequenced_group = 0;
+  std::uint16_t connect_seq = 0;         // reliable seq of our CONNECT (the verify acks it)
+  std::uint8_t incoming_session = 0xFF;  // kept across reuse of the slot, as ENet does
+  std::uint8_t outgoing_session = 0xFF;
+  std::uint8_t channel_count = 0;
+  std::uint8_t packet_throttle = kDefaultPacketThrottle;  // 0..kPacketThrottleScale
+  std::uint8_t packet_throttle_limit = kPacketThrottleScale;
+  std::uint8_t packet_throttle_counter = 0;
+  PeerState state = PeerState::disconnected;
+  bool app_knows : 1 = false;  // a connect event was emitted or the app called connect()
+  bool dirty : 1 = false;
+  bool timer_due : 1 = false;
+  // Set by the bandwidth throttle pass that is running (cleared at its start).
+  bool incoming_bandwidth_marked : 1 = false;
+  bool outgoing_bandwidth_marked : 1 = false;
+  bool throttle_epoch_set : 1 = false;
+  bool loss_epoch_set : 1 = false;
+  // Tern extensions (WIRE.md): we connected and offered them in a hello; we accepted the
+  // peer's offer and repeat our hello until the handshake completes; ack ranges agreed.
+  bool hello_offered : 1 = false;
+  bool hello_agreed : 1 = false;
+  bool selective_acks : 1 = false;
+  // We accepted this connection's CONNECT (we are its server side).
+  bool accepted : 1 = false;
+  // HostCore::hold_intake: new reliable commands are kept unacknowledged and undelivered.
+  bool intake_held : 1 = false;
+
+  bool connected_like() const {
+    return state == PeerState::connected || state == PeerState::disconnect_later;
+  }
+  bool has_outgoing() const {
+    return queues != nullptr &&
+           (!queues->outgoing_reliable.empty() || !queues->outgoing_unreliable.empty() ||
+            !queues->sent_reliable.empty());
+  }
+  bool sent_empty() const { return queues == nullptr || queues->sent_reliable.empty(); }
+  bool outgoing_reliable_empty() const {
+    return queues == nullptr || queues->outgoing_reliable.empty();
+  }
+  bool has_acks() const { return queues != nullptr && !queues->acks.empty(); }
+  bool has_queued() const {
+    return queues != nullptr && (!queues->acks.empty() || !queues->outgoing_reliable.empty() ||
+                                 !queues->outgoing_unreliable.empty());
+  }
+};
+
+// Peers live in chunks that never move (timers and handles point into them), without a heap
+// block per peer. Slots are handed out in order; freed ones are reused through free_slots.
+class PeerSlab {
+ public:
+  static constexpr std::uint32_t kShift = 8;
+  static constexpr std::uint32_t kChunk = 1u << kShift;
+
+  std::uint32_t size() const { return size_; }
+  Peer& operator[](std::uint32_t slot) { return chunks_[slot >> kShift][slot & (kChunk - 1)]; }
+  const Peer& operator[](std::uint32_t slot) const {
+    return chunks_[slot >> kShift][slot & (kChunk - 1)];
+  }
+  std::uint32_t add() {
+    if ((size_ & (kChunk - 1)) == 0) chunks_.push_back(std::make_unique<Peer[]>(kChunk));
+    const std::uint32_t slot = size_++;
+    (*this)[slot].slot = slot;
+    return slot;
+  }
+
+ private:
+  std::vector<std::unique_ptr<Peer[]>> chunks_;
+  std::uint32_t size_ = 0;
+};
+
+struct Farewell {
+  Endpoint to;
+  std::uint32_t size = 0;
+  std::array<std::byte, 32> bytes;
+};
+
+// ok: acknowledge it (if it asks) and go on; stop: the rest of the datagram is not read;
+// withheld: go on without acknowledging it (HostCore::hold_intake).
+enum class Handled { ok, stop, withheld };
+
+}  // namespace tern::proto

@@ -1,0 +1,176 @@
+// The protocol core: the application's messages: fragmenting, sequence numbers, the outgoing
+// queues. Part of host_core.cpp's translation unit (see README.md).
+#include "core_impl.hpp"
+
+namespace tern::proto {
+
+// Every OutCmd goes back through here, so PeerQueues::queued_bytes stays exact.
+inline void HostCore::Impl::put_out(PeerQueues& q, OutCmd* c) {
+  q.queued_bytes -= c->fragment_length;
+  if (c->packet) releases.add(std::move(c->packet).into_raw());
+  out_pool.put(c);
+}
+
+inline void HostCore::Impl::free_reliable(Peer& p, OutCmd* c) {
+  if (c->send_attempts > 0) untrack_unacked(p, c);
+  put_out(*p.queues, c);
+}
+
+inline void HostCore::Impl::clear_queues(Peer& p) {
+  if (PeerQueues* q = p.queues) {
+    while (OutCmd* c = q->outgoing_reliable.pop_front()) free_reliable(p, c);
+    while (OutCmd* c = q->outgoing_unreliable.pop_front()) put_out(*q, c);
+    while (OutCmd* c = q->sent_reliable.pop_front()) free_reliable(p, c);
+    while (AckChunk* c = q->acks.pop_front()) ack_pool.put(c);
+    q->reliable_data_in_transit = 0;
+  }
+  for_each_channel(p, [&](Channel& ch) {
+    while (InCmd* c = ch.in_reliable.pop_front()) release_in(p, c);
+    while (InCmd* c = ch.in_unreliable.pop_front()) release_in(p, c);
+  });
+}
+
+// ---- outgoing queue -----------------------------------------------------------------
+
+// enet_peer_setup_outgoing_command: assigns sequence numbers at queue time.
+inline void HostCore::Impl::queue_outgoing(Peer& p, const Command& cmd, Packet packet,
+                                           std::uint32_t offset, std::uint16_t length) {
+  PeerQueues& q = queues(p);
+  OutCmd* oc = out_pool.get();
+  oc->command = cmd.command;
+  oc->channel_id = cmd.channel_id;
+  oc->packet = std::move(packet);
+  oc->fragment_offset = offset;
+  oc->fragment_length = length;
+  q.queued_bytes += length;
+  oc->queue_order = ++q.queue_counter;
+  p.outgoing_data_total += static_cast<std::uint32_t>(command_size(cmd.type()) + length);
+  if (cmd.channel_id == kSystemChannel) {
+    ++p.outgoing_reliable_seq;
+    oc->reliable_seq = p.outgoing_reliable_seq;
+    oc->unreliable_seq = 0;
+  } else {
+    Channel& ch = channel(p, cmd.channel_id);
+    if (cmd.needs_ack()) {
+      ++ch.out_reliable_seq;
+      ch.out_unreliable_seq = 0;
+      oc->reliable_seq = ch.out_reliable_seq;
+      oc->unreliable_seq = 0;
+    } else if (cmd.unsequenced_flag()) {
+      ++p.outgoing_unsequenced_group;
+      oc->reliable_seq = 0;
+      oc->unreliable_seq = 0;
+    } else {
+      if (offset == 0) ++ch.out_unreliable_seq;
+      oc->reliable_seq = ch.out_reliable_seq;
+      oc->unreliable_seq = ch.out_unreliable_seq;
+    }
+  }
+  switch (cmd.type()) {
+    case Cmd::send_unsequenced: oc->body = p.outgoing_unsequenced_group; break;
+    case Cmd::send_fragment:
+    case Cmd::send_unreliable_fragment: {
+      const SendFragment& f = cmd.fragment;
+      const std::uint32_t full_length =
+          f.fragment_number == 0 ? f.data_length : f.fragment_offset / f.fragment_number;
+      oc->body = std::uint32_t{f.start_seq} | full_length << 16;
+      break;
+    }
+    case Cmd::disconnect: oc->body = cmd.disconnect.data; break;
+    case Cmd::connect:
+    case Cmd::verify_connect:
+    case Cmd::bandwidth_limit:
+    case Cmd::throttle_configure: {
+      Command whole = cmd;
+      whole.reliable_seq = oc->reliable_seq;
+      oc->packet = Packet::allocate(command_size(cmd.type()));
+      encode_command(oc->packet.mutable_bytes(), whole);
+      oc->encoded = true;
+      break;
+    }
+    default: break;
+  }
+  if (cmd.needs_ack()) {
+    q.outgoing_reliable.push_back(oc);
+  } else {
+    q.outgoing_unreliable.push_back(oc);
+  }
+  mark_dirty(p);
+}
+
+inline void HostCore::Impl::queue_system(Peer& p, Command cmd) {
+  cmd.channel_id = kSystemChannel;
+  queue_outgoing(p, cmd, Packet{}, 0, 0);
+}
+
+inline SendResult HostCore::Impl::send(PeerHandle h, std::uint8_t channel_id, Delivery delivery,
+                                       Packet payload) {
+  Peer* p = find(h);
+  if (p == nullptr) return SendResult::not_connected;
+  return send(*p, channel_id, delivery, std::move(payload));
+}
+
+inline SendResult HostCore::Impl::send(Peer& p, std::uint8_t channel_id, Delivery delivery,
+                                       Packet payload) {
+  if (p.state != PeerState::connected) return SendResult::not_connected;
+  if (channel_id >= p.channel_count) return SendResult::bad_channel;
+  const std::size_t size = payload.size();
+  if (size > config.max_packet_size) return SendResult::too_large;
+  // The receiver is not keeping up: refuse rather than hold without bound. An empty queue
+  // takes any message, so one larger than the limit still goes.
+  if (config.max_queued != 0 && p.queues != nullptr && p.queues->queued_bytes != 0 &&
+      p.queues->queued_bytes + size >
+          (delivery == Delivery::reliable ? config.max_queued : config.max_queued / 2)) {
+    ++counters.queue_full;
+    return SendResult::queue_full;
+  }
+  Channel& ch = channel(p, channel_id);
+  std::size_t fragment_length = p.mtu - 4 - kFragmentCommandSize;
+  if (config.checksum) fragment_length -= 4;
+  ++counters.messages_out;
+  count(p, kMessagesSent, 1);
+  if (size > fragment_length) {
+    const std::size_t fragment_count = (size + fragment_length - 1) / fragment_length;
+    if (fragment_count > kMaxFragmentCount) return SendResult::too_large;
+    Command frag;
+    std::uint16_t start;
+    if (delivery == Delivery::unreliable && ch.out_unreliable_seq < 0xFFFF) {
+      frag.command = static_cast<std::uint8_t>(Cmd::send_unreliable_fragment);
+      start = static_cast<std::uint16_t>(ch.out_unreliable_seq + 1);
+    } else {
+      frag.command = static_cast<std::uint8_t>(Cmd::send_fragment) | kFlagAcknowledge;
+      start = static_cast<std::uint16_t>(ch.out_reliable_seq + 1);
+    }
+    frag.channel_id = channel_id;
+    frag.fragment.start_seq = start;
+    frag.fragment.fragment_count = static_cast<std::uint32_t>(fragment_count);
+    frag.fragment.total_length = static_cast<std::uint32_t>(size);
+    std::size_t offset = 0;
+    for (std::uint32_t number = 0; offset < size; ++number) {
+      const std::size_t len = std::min(fragment_length, size - offset);
+      frag.fragment.fragment_number = number;
+      frag.fragment.fragment_offset = static_cast<std::uint32_t>(offset);
+      frag.fragment.data_length = static_cast<std::uint16_t>(len);
+      queue_outgoing(p, frag, payload, static_cast<std::uint32_t>(offset),
+                     static_cast<std::uint16_t>(len));
+      offset += len;
+    }
+    return SendResult::ok;
+  }
+  Command cmd;
+  cmd.channel_id = channel_id;
+  if (delivery == Delivery::unsequenced) {
+    cmd.command = static_cast<std::uint8_t>(Cmd::send_unsequenced) | kFlagUnsequenced;
+    cmd.unsequenced.data_length = static_cast<std::uint16_t>(size);
+  } else if (delivery == Delivery::reliable || ch.out_unreliable_seq >= 0xFFFF) {
+    cmd.command = static_cast<std::uint8_t>(Cmd::send_reliable) | kFlagAcknowledge;
+    cmd.reliable.data_length = static_cast<std::uint16_t>(size);
+  } else {
+    cmd.command = static_cast<std::uint8_t>(Cmd::send_unreliable);
+    cmd.unreliable.data_length = static_cast<std::uint16_t>(size);
+  }
+  queue_outgoing(p, cmd, std::move(payload), 0, static_cast<std::uint16_t>(size));
+  return SendResult::ok;
+}
+
+}  // namespace tern::proto

@@ -1,0 +1,50 @@
+// The protocol core: each peer's one timer: deadlines, the timing wheel, the next deadline.
+// Part of host_core.cpp's translation unit (see README.md).
+#include "core_impl.hpp"
+
+namespace tern::proto {
+
+inline std::uint64_t HostCore::Impl::peer_deadline(const Peer& p) const {
+  std::uint64_t deadline = kNever;
+  if (!p.sent_empty()) {
+    deadline = p.queues->next_timeout;
+  } else if (p.connected_like()) {
+    deadline = p.last_receive_time + ping_interval(p);
+  }
+  if (p.has_acks() && p.queues->acks_due != 0) deadline = std::min(deadline, p.queues->acks_due);
+  return deadline;
+}
+
+// One timer per peer, moved in O(1) whenever its earliest deadline changes.
+inline void HostCore::Impl::schedule(Peer& p) {
+  if (p.state == PeerState::disconnected) return;
+  const std::uint64_t deadline = peer_deadline(p);
+  if (deadline == kNever) {
+    timers.cancel(p.timer);
+  } else if (!base::TimerWheel::scheduled(p.timer) || p.timer.expiry != deadline) {
+    p.timer.owner = &p;
+    timers.schedule(p.timer, deadline);
+  }
+}
+
+inline void HostCore::Impl::fire_timers() {
+  timers.advance(now_ms, [this](base::TimerNode& node) {
+    Peer& p = *static_cast<Peer*>(node.owner);
+    p.timer_due = true;
+    ++counters.peer_timer_runs;
+    mark_dirty(p);
+  });
+}
+
+inline std::uint64_t HostCore::Impl::next_deadline_us() const {
+  if (!events.empty() || !dirty.empty() || !farewells.empty()) return 0;
+  std::uint64_t at = kNever;
+  at = timers.next_expiry();
+  if (config.outgoing_bandwidth != 0 || bandwidth_limited_peers > 0 ||
+      (recalculate_bandwidth_limits && config.incoming_bandwidth != 0)) {
+    at = std::min<std::uint64_t>(at, bandwidth_throttle_epoch + kBandwidthThrottleInterval);
+  }
+  return at == kNever ? kNever : at * 1000;
+}
+
+}  // namespace tern::proto
