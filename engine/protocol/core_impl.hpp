@@ -318,7 +318,7 @@ struct HostCore::Impl {
                                      InCmd*& insert_after);
   Handled handle_send_reliable(Peer& p, const Command& cmd, std::uint16_t sent_time, Drop& why);
   Handled handle_send_unreliable(Peer& p, const Command& cmd, Drop& why);
-  Handled handle_send_unsequenced(Peer& p, const Command& cmd, Drop& why);
+  Handled handle_send_unsequenced(Peer& p, const Command& cmd);
 
   // ---- intake.cpp: admission before the acknowledgement: rate and bandwidth buckets, held intake
   // ------------------------------------------------------
@@ -375,7 +375,7 @@ struct HostCore::Impl {
   Wrote write_unreliable_one(Peer& p, Build& b, OutCmd* c);
   bool waits_for_reliable(const Peer& p, const OutCmd* u) const;
   void write_commands(Peer& p, Build& b);
-  bool build_datagram(Peer& p, OutDatagram& dg, bool check_timers, bool& more);
+  bool build_datagram(Peer& p, OutDatagram& dg, bool& more);
 
   // ---- retransmit.cpp: retransmission timeouts: lost commands requeued, timed-out peers
   // disconnected --------------------------------------------------
@@ -401,16 +401,36 @@ struct HostCore::Impl {
   Handled handle_throttle_configure(Peer& p, const Command& cmd);
   void update_packet_loss(Peer& p);
   void bandwidth_throttle();
+  void throttle_to_bandwidth(const std::vector<Peer*>& connected, std::uint64_t elapsed);
+  void announce_bandwidth_limits(const std::vector<Peer*>& connected);
 
   // ---- timers.cpp: each peer's one timer: deadlines, the timing wheel, the next deadline
   // ------------------------------------------------------
   std::uint64_t peer_deadline(const Peer& p) const;
   void schedule(Peer& p);
   void fire_timers();
+  bool run_timers(Peer& p);
   std::uint64_t next_deadline_us() const;
+
+  // ---- command_table.cpp: what every command of a kind is checked for, and who handles it
+  struct CommandRule {
+    using Handler = Handled (*)(Impl&, Peer&, const Command&, Arrival&);
+    Handler handle = nullptr;      // null: not a command of an existing connection
+    StateSet states = kAnyState;   // the peer states it is taken in, else wrong_state
+    bool needs_channel = false;    // an application channel below the peer's count
+    bool carries_message = false;  // a payload of at most HostConfig::max_packet_size
+    bool acknowledged = true;      // its acknowledge flag is honoured (never: extensions')
+    std::uint32_t feature = 0;     // the extension owning it (kFeature* bit), 0: ENet's
+  };
+  static constexpr std::size_t kCommandNumbers = static_cast<std::size_t>(Cmd::ack_range) + 1;
+  static const std::array<CommandRule, kCommandNumbers> kCommandRules;
+  Handled dispatch(Peer& p, const Command& cmd, const CommandRule& rule, Arrival& arrival);
+  void acknowledge_if_asked(Peer& p, const Command& cmd, std::uint16_t sent_time);
 
   // ---- host_core.cpp: orchestration ---------------------------------------------------
   void on_datagram(std::uint64_t now_us, const Endpoint& from, std::span<const std::byte> bytes);
+  Peer* route_datagram(const Endpoint& from, const Header& header);
+  void after_datagram(Peer& p);
   bool holds_acks(const Peer& p) const;
   void prefetch_dirty(std::size_t at);
   std::size_t flush(std::uint64_t now_us, std::span<OutDatagram> out);

@@ -183,25 +183,14 @@ inline void HostCore::Impl::write_commands(Peer& p, Build& b) {
 
 // One datagram for the peer (enet_protocol_send_outgoing_commands, one iteration). Returns
 // true if a datagram was written; `more` says whether another one is ready to go.
-inline bool HostCore::Impl::build_datagram(Peer& p, OutDatagram& dg, bool check_timers,
-                                           bool& more) {
+inline bool HostCore::Impl::build_datagram(Peer& p, OutDatagram& dg, bool& more) {
   more = false;
   Build b{&dg, kMaxHeaderSize, kMaxHeaderSize + p.mtu - header_size(true, config.checksum)};
   if (p.has_acks()) write_acks(p, b);
   if (p.queues != nullptr && !p.has_acks()) p.queues->acks_due = 0;
-  if (check_timers && !p.sent_empty() && now_ms >= p.queues->next_timeout) {
-    if (check_timeouts(p)) return false;  // peer is gone; acks written so far are moot
-  }
   write_commands(p, b);
   if (p.state == PeerState::disconnect_later && !p.has_outgoing()) {
     start_disconnect(p, p.event_data);
-    write_commands(p, b);
-  }
-  if (p.sent_empty() && p.outgoing_reliable_empty() && p.connected_like() &&
-      now_ms - p.last_receive_time >= ping_interval(p) && room(b) >= command_size(Cmd::ping)) {
-    Command ping;
-    ping.command = static_cast<std::uint8_t>(Cmd::ping) | kFlagAcknowledge;
-    queue_system(p, ping);
     write_commands(p, b);
   }
   if (b.commands == 0) return false;

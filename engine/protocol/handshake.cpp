@@ -41,6 +41,17 @@ inline Handled HostCore::Impl::handle_hello(Peer& p, const Command& cmd) {
   return Handled::ok;
 }
 
+// A session number for one direction of an accepted connection, as ENet picks it: the one
+// after what the client proposes (0xFF: after the slot's last), never the slot's last itself,
+// so a stale datagram from the slot's previous connection does not pass for this one's.
+inline std::uint8_t next_session(std::uint32_t proposed, std::uint8_t last) {
+  constexpr std::uint8_t kSessionValues = kHeaderSessionMask >> kHeaderSessionShift;
+  std::uint8_t session = proposed == 0xFF ? last : static_cast<std::uint8_t>(proposed);
+  session = static_cast<std::uint8_t>((session + 1) & kSessionValues);
+  if (session == last) session = static_cast<std::uint8_t>((session + 1) & kSessionValues);
+  return session;
+}
+
 // enet_protocol_handle_connect (server side). Returns the new peer or nullptr.
 inline Peer* HostCore::Impl::handle_connect(const Endpoint& from, const Command& cmd, Drop& why) {
   const Connect& c = cmd.connect;
@@ -81,20 +92,9 @@ inline Peer* HostCore::Impl::handle_connect(const Endpoint& from, const Command&
   p.connect_data = c.data;
   p.event_data = c.data;
 
-  constexpr std::uint8_t kSessionValues = kHeaderSessionMask >> kHeaderSessionShift;
-  std::uint8_t incoming_session =
-      c.incoming_session == 0xFF ? p.outgoing_session : c.incoming_session;
-  incoming_session = static_cast<std::uint8_t>((incoming_session + 1) & kSessionValues);
-  if (incoming_session == p.outgoing_session) {
-    incoming_session = static_cast<std::uint8_t>((incoming_session + 1) & kSessionValues);
-  }
+  const std::uint8_t incoming_session = next_session(c.incoming_session, p.outgoing_session);
   p.outgoing_session = incoming_session;
-  std::uint8_t outgoing_session =
-      c.outgoing_session == 0xFF ? p.incoming_session : c.outgoing_session;
-  outgoing_session = static_cast<std::uint8_t>((outgoing_session + 1) & kSessionValues);
-  if (outgoing_session == p.incoming_session) {
-    outgoing_session = static_cast<std::uint8_t>((outgoing_session + 1) & kSessionValues);
-  }
+  const std::uint8_t outgoing_session = next_session(c.outgoing_session, p.incoming_session);
   p.incoming_session = outgoing_session;
 
   const std::uint32_t mtu = std::clamp(c.mtu, kMinMtu, kMaxMtu);

@@ -8,6 +8,7 @@
 
 // The modules, one translation unit (README.md, "Layout").
 #include "ack_ledger.cpp"
+#include "command_table.cpp"
 #include "congestion_window.cpp"
 #include "datagram_builder.cpp"
 #include "disconnect.cpp"
@@ -28,6 +29,7 @@
 
 namespace tern::proto {
 
+// header -> route -> checksum -> each command through its rule (command_table.cpp).
 inline void HostCore::Impl::on_datagram(std::uint64_t now_us, const Endpoint& from,
                                         std::span<const std::byte> bytes) {
   now_ms = now_us / 1000;
@@ -41,21 +43,8 @@ inline void HostCore::Impl::on_datagram(std::uint64_t now_us, const Endpoint& fr
   }
   Peer* peer = nullptr;
   if (dh.header.peer_id != kMaxPeerId) {
-    // Address, port and peer ID together name the connection; a datagram whose three do not
-    // match one (a forged or stale peer ID included) belongs to none.
-    peer = route(from, dh.header.peer_id);
-    if (peer == nullptr) {
-      counters.drops.add(Drop::unknown_peer);
-      return;
-    }
-    if (peer->state == PeerState::disconnected || peer->state == PeerState::zombie) {
-      counters.drops.add(Drop::unknown_peer);
-      return;
-    }
-    if (peer->outgoing_peer_id < kMaxPeerId && dh.header.session != peer->incoming_session) {
-      counters.drops.add(Drop::bad_session);
-      return;
-    }
+    peer = route_datagram(from, dh.header);
+    if (peer == nullptr) return;
   }
   if (config.checksum && !verify_checksum(bytes, dh, peer != nullptr ? peer->connect_id : 0)) {
     counters.drops.add(Drop::bad_checksum);
@@ -65,125 +54,72 @@ inline void HostCore::Impl::on_datagram(std::uint64_t now_us, const Endpoint& fr
     count(*peer, kDatagramsReceived, 1);
     count(*peer, kBytesReceived, bytes.size());
   }
-
   CommandDecoder decoder(bytes, dh.size);
   Command cmd;
   while (true) {
-    why = Drop::count_;
-    if (!decoder.next(cmd, why)) {
-      if (!decoder.at_end()) counters.drops.add(why);
+    Arrival arrival{dh.header.sent_time};
+    if (!decoder.next(cmd, arrival.why)) {
+      if (!decoder.at_end()) counters.drops.add(arrival.why);
       break;
     }
     ++counters.commands_in;
-    const Cmd type = cmd.type();
-    if (peer == nullptr && type != Cmd::connect) {
-      counters.drops.add(Drop::unknown_peer);
-      break;
-    }
-    Handled result = Handled::ok;
-    switch (type) {
-      case Cmd::connect:
-        if (peer != nullptr) {
-          why = Drop::wrong_state;
-          result = Handled::stop;
-        } else {
-          peer = handle_connect(from, cmd, why);
-          if (peer == nullptr) result = Handled::stop;
-        }
-        break;
-      case Cmd::acknowledge:
-        result = handle_acknowledge(*peer, cmd);
-        if (result == Handled::stop) why = Drop::wrong_state;
-        break;
-      case Cmd::verify_connect: result = handle_verify_connect(*peer, cmd, why); break;
-      case Cmd::disconnect: result = handle_disconnect(*peer, cmd); break;
-      case Cmd::ping:
-        if (!peer->connected_like()) {
-          why = Drop::wrong_state;
-          result = Handled::stop;
-        }
-        break;
-      case Cmd::send_reliable:
-      case Cmd::send_unreliable:
-      case Cmd::send_unsequenced:
-      case Cmd::send_fragment:
-      case Cmd::send_unreliable_fragment:
-        if (cmd.channel_id >= peer->channel_count) {
-          why = Drop::bad_channel;
-          result = Handled::stop;
-        } else if (!peer->connected_like()) {
-          why = Drop::wrong_state;
-          result = Handled::stop;
-        } else if (cmd.payload.size() > config.max_packet_size) {
-          why = Drop::message_too_large;
-          result = Handled::stop;
-        } else if (type == Cmd::send_reliable) {
-          result = handle_send_reliable(*peer, cmd, dh.header.sent_time, why);
-        } else if (type == Cmd::send_unreliable) {
-          result = handle_send_unreliable(*peer, cmd, why);
-        } else if (type == Cmd::send_unsequenced) {
-          result = handle_send_unsequenced(*peer, cmd, why);
-        } else if (type == Cmd::send_fragment) {
-          result = handle_send_fragment(*peer, cmd, why);
-        } else {
-          result = handle_send_unreliable_fragment(*peer, cmd, why);
-        }
-        break;
-      case Cmd::bandwidth_limit:
-        result = handle_bandwidth_limit(*peer, cmd);
-        if (result == Handled::stop) why = Drop::wrong_state;
-        break;
-      case Cmd::throttle_configure:
-        result = handle_throttle_configure(*peer, cmd);
-        if (result == Handled::stop) why = Drop::wrong_state;
-        break;
-      case Cmd::tern_hello:
-      case Cmd::ack_range:
-        if (local_features() == 0) {
-          why = Drop::unknown_command;  // as a plain ENet host: stop here
-          result = Handled::stop;
-        } else if (type == Cmd::tern_hello) {
-          result = handle_hello(*peer, cmd);
-        } else {
-          result = handle_ack_range(*peer, cmd, why);
-        }
-        break;
-      default:
-        why = Drop::unknown_command;
-        result = Handled::stop;
-        break;
+    const auto number = static_cast<std::size_t>(cmd.type());
+    const CommandRule& rule = kCommandRules[number < kCommandNumbers ? number : 0];
+    Handled result = Handled::stop;
+    if (cmd.type() == Cmd::connect) {
+      // It opens a connection: a datagram that already names one cannot carry it.
+      if (peer != nullptr) {
+        arrival.why = Drop::wrong_state;
+      } else if ((peer = handle_connect(from, cmd, arrival.why)) != nullptr) {
+        result = Handled::ok;
+      }
+    } else if (peer == nullptr) {
+      arrival.why = Drop::unknown_peer;
+    } else {
+      result = dispatch(*peer, cmd, rule, arrival);
     }
     if (result == Handled::stop) {
-      if (why != Drop::count_) counters.drops.add(why);
+      if (arrival.why != Drop::count_) counters.drops.add(arrival.why);
       break;
     }
     if (result == Handled::withheld) continue;
-    if (peer != nullptr && peer->state == PeerState::disconnected) break;  // reset by a handler
-    // Extension commands are never acknowledged, whatever their flag says.
-    if (peer != nullptr && cmd.needs_ack() && type != Cmd::tern_hello && type != Cmd::ack_range) {
+    if (peer->state == PeerState::disconnected) break;  // reset by a handler
+    if (cmd.needs_ack() && rule.acknowledged) {
       if (!dh.header.has_sent_time) break;
-      switch (peer->state) {
-        case PeerState::disconnecting:
-        case PeerState::acknowledging_connect:
-        case PeerState::disconnected:
-        case PeerState::zombie: break;
-        case PeerState::acknowledging_disconnect:
-          if (type == Cmd::disconnect) queue_ack(*peer, cmd, dh.header.sent_time);
-          break;
-        default: queue_ack(*peer, cmd, dh.header.sent_time); break;
-      }
+      acknowledge_if_asked(*peer, cmd, dh.header.sent_time);
     }
   }
-  if (peer != nullptr && peer->state != PeerState::disconnected) {
-    if (peer->queues != nullptr && peer->queues->newest_acked_moved) resend_overtaken(*peer);
-    if (holds_acks(*peer)) {
-      if (peer->queues->acks_due == 0) peer->queues->acks_due = now_ms + config.ack_delay_ms;
-    } else if (peer->has_queued()) {
-      mark_dirty(*peer);
-    }
-    release_queues_if_idle(*peer);
-    schedule(*peer);
+  if (peer != nullptr && peer->state != PeerState::disconnected) after_datagram(*peer);
+}
+
+// The connection a header names, or null (counted) when it names none that may send to us.
+// Address, port and peer ID together name the connection; a datagram whose three do not match
+// one (a forged or stale peer ID included) belongs to none.
+inline Peer* HostCore::Impl::route_datagram(const Endpoint& from, const Header& header) {
+  Peer* peer = route(from, header.peer_id);
+  if (peer == nullptr || peer->state == PeerState::disconnected ||
+      peer->state == PeerState::zombie) {
+    counters.drops.add(Drop::unknown_peer);
+    return nullptr;
   }
+  if (peer->outgoing_peer_id < kMaxPeerId && header.session != peer->incoming_session) {
+    counters.drops.add(Drop::bad_session);
+    return nullptr;
+  }
+  return peer;
+}
+
+// What a datagram's commands leave to do for the peer: resend what acks showed overtaken, hold
+// or send acks, and move its timer.
+inline void HostCore::Impl::after_datagram(Peer& p) {
+  if (p.queues != nullptr && p.queues->newest_acked_moved) resend_overtaken(p);
+  if (holds_acks(p)) {
+    if (p.queues->acks_due == 0) p.queues->acks_due = now_ms + config.ack_delay_ms;
+  } else if (p.has_queued()) {
+    mark_dirty(p);
+  }
+  release_queues_if_idle(p);
+  schedule(p);
 }
 
 // HostConfig::ack_delay_ms: acknowledgements with nothing else to send to a connected peer
@@ -249,13 +185,12 @@ inline std::size_t HostCore::Impl::flush(std::uint64_t now_us, std::span<OutData
       ++dirty_cursor;
       continue;
     }
-    bool more = true;
-    bool check_timers = true;
+    if (n == out.size()) return n;  // resume with this peer on the next call
+    bool more = run_timers(p);
     while (more) {
-      if (n == out.size()) return n;  // resume with this peer on the next call
+      if (n == out.size()) return n;
       if (p.state == PeerState::disconnected) break;
-      if (build_datagram(p, out[n], check_timers, more)) ++n;
-      check_timers = false;
+      if (build_datagram(p, out[n], more)) ++n;
     }
     p.dirty = false;
     p.timer_due = false;

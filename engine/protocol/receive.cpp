@@ -287,8 +287,7 @@ inline Handled HostCore::Impl::handle_send_unreliable(Peer& p, const Command& cm
   return Handled::ok;
 }
 
-inline Handled HostCore::Impl::handle_send_unsequenced(Peer& p, const Command& cmd, Drop& why) {
-  (void)why;
+inline Handled HostCore::Impl::handle_send_unsequenced(Peer& p, const Command& cmd) {
   if (p.state == PeerState::disconnect_later) return Handled::ok;
   std::uint32_t group = cmd.unsequenced.unsequenced_group;
   const std::uint32_t index = group % kUnsequencedWindowSize;

@@ -361,4 +361,22 @@ struct Farewell {
 // withheld: go on without acknowledging it (HostCore::hold_intake).
 enum class Handled { ok, stop, withheld };
 
+// ---- the command table's vocabulary (command_table.cpp) ---------------------------------
+
+// What a handler may need from the datagram that carried its command.
+struct Arrival {
+  std::uint16_t sent_time = 0;  // the header's
+  Drop why = Drop::count_;      // set by a handler that refuses the command
+};
+
+using StateSet = std::uint16_t;
+constexpr StateSet state_bit(PeerState s) {
+  return static_cast<StateSet>(1u << static_cast<unsigned>(s));
+}
+inline constexpr StateSet kAnyState = 0xFFFF;
+inline constexpr StateSet kConnectedLike =
+    state_bit(PeerState::connected) | state_bit(PeerState::disconnect_later);
+// The hello's owner: it is read when any extension is on.
+inline constexpr std::uint32_t kAnyFeature = ~std::uint32_t{0};
+
 }  // namespace tern::proto

@@ -81,8 +81,8 @@ inline void HostCore::Impl::compute_window_from_bandwidth(Peer& p) {
   p.window_size = std::clamp(p.window_size, kMinWindowSize, kMaxWindowSize);
 }
 
+// Taken from connected peers only (kCommandRules).
 inline Handled HostCore::Impl::handle_bandwidth_limit(Peer& p, const Command& cmd) {
-  if (!p.connected_like()) return Handled::stop;
   if (incoming_bandwidth(p) != 0) --bandwidth_limited_peers;
   set_bandwidths(p, cmd.bandwidth.incoming_bandwidth, cmd.bandwidth.outgoing_bandwidth);
   if (incoming_bandwidth(p) != 0) ++bandwidth_limited_peers;
@@ -90,8 +90,8 @@ inline Handled HostCore::Impl::handle_bandwidth_limit(Peer& p, const Command& cm
   return Handled::ok;
 }
 
+// Taken from connected peers only (kCommandRules).
 inline Handled HostCore::Impl::handle_throttle_configure(Peer& p, const Command& cmd) {
-  if (!p.connected_like()) return Handled::stop;
   set_throttle_settings(p, cmd.throttle.interval, cmd.throttle.acceleration,
                         cmd.throttle.deceleration);
   return Handled::ok;
@@ -125,8 +125,7 @@ inline void HostCore::Impl::bandwidth_throttle() {
   if (now_ms - bandwidth_throttle_epoch < kBandwidthThrottleInterval) return;
   const std::uint64_t elapsed = now_ms - bandwidth_throttle_epoch;
   bandwidth_throttle_epoch = now_ms;
-  std::size_t peers_remaining = connected_peers;
-  if (peers_remaining == 0) return;
+  if (connected_peers == 0) return;
   std::vector<Peer*>& connected = throttle_scratch;  // reused: the pass runs every second
   connected.clear();
   for (std::uint32_t i = 0; i < slots.size(); ++i) {
@@ -138,6 +137,19 @@ inline void HostCore::Impl::bandwidth_throttle() {
       connected.push_back(&sp);
     }
   }
+  throttle_to_bandwidth(connected, elapsed);
+  if (recalculate_bandwidth_limits) {
+    recalculate_bandwidth_limits = false;
+    announce_bandwidth_limits(connected);
+  }
+}
+
+// The outgoing half: each peer's packet throttle limit, so that what we send fits our outgoing
+// bandwidth and each peer's announced incoming bandwidth. Peers over their own bandwidth are
+// limited first; the rest share what is left.
+inline void HostCore::Impl::throttle_to_bandwidth(const std::vector<Peer*>& connected,
+                                                  std::uint64_t elapsed) {
+  std::size_t peers_remaining = connected_peers;
   std::uint64_t data_total = ~std::uint64_t{0};
   std::uint64_t bandwidth = ~std::uint64_t{0};
   if (config.outgoing_bandwidth != 0) {
@@ -182,36 +194,38 @@ inline void HostCore::Impl::bandwidth_throttle() {
       p->outgoing_data_total = 0;
     }
   }
-  if (recalculate_bandwidth_limits) {
-    recalculate_bandwidth_limits = false;
-    peers_remaining = connected_peers;
-    std::uint64_t in_bandwidth = config.incoming_bandwidth;
-    std::uint64_t bandwidth_limit = 0;
-    needs_adjustment = true;
-    if (in_bandwidth != 0) {
-      while (peers_remaining > 0 && needs_adjustment) {
-        needs_adjustment = false;
-        bandwidth_limit = in_bandwidth / peers_remaining;
-        for (Peer* p : connected) {
-          if (p->incoming_bandwidth_marked) continue;
-          const std::uint32_t out = outgoing_bandwidth(*p);
-          if (out > 0 && out >= bandwidth_limit) continue;
-          p->incoming_bandwidth_marked = true;
-          needs_adjustment = true;
-          --peers_remaining;
-          in_bandwidth -= std::min<std::uint64_t>(in_bandwidth, out);
-        }
+}
+
+// The incoming half: the limit each peer may send us at (our incoming bandwidth shared out,
+// peers that send less than their share keeping theirs), sent to each as BANDWIDTH_LIMIT.
+inline void HostCore::Impl::announce_bandwidth_limits(const std::vector<Peer*>& connected) {
+  std::size_t peers_remaining = connected_peers;
+  std::uint64_t in_bandwidth = config.incoming_bandwidth;
+  std::uint64_t bandwidth_limit = 0;
+  bool needs_adjustment = true;
+  if (in_bandwidth != 0) {
+    while (peers_remaining > 0 && needs_adjustment) {
+      needs_adjustment = false;
+      bandwidth_limit = in_bandwidth / peers_remaining;
+      for (Peer* p : connected) {
+        if (p->incoming_bandwidth_marked) continue;
+        const std::uint32_t out = outgoing_bandwidth(*p);
+        if (out > 0 && out >= bandwidth_limit) continue;
+        p->incoming_bandwidth_marked = true;
+        needs_adjustment = true;
+        --peers_remaining;
+        in_bandwidth -= std::min<std::uint64_t>(in_bandwidth, out);
       }
     }
-    for (Peer* p : connected) {
-      Command cmd;
-      cmd.command = static_cast<std::uint8_t>(Cmd::bandwidth_limit) | kFlagAcknowledge;
-      cmd.bandwidth.outgoing_bandwidth = config.outgoing_bandwidth;
-      cmd.bandwidth.incoming_bandwidth = p->incoming_bandwidth_marked
-                                             ? outgoing_bandwidth(*p)
-                                             : static_cast<std::uint32_t>(bandwidth_limit);
-      queue_system(*p, cmd);
-    }
+  }
+  for (Peer* p : connected) {
+    Command cmd;
+    cmd.command = static_cast<std::uint8_t>(Cmd::bandwidth_limit) | kFlagAcknowledge;
+    cmd.bandwidth.outgoing_bandwidth = config.outgoing_bandwidth;
+    cmd.bandwidth.incoming_bandwidth = p->incoming_bandwidth_marked
+                                           ? outgoing_bandwidth(*p)
+                                           : static_cast<std::uint32_t>(bandwidth_limit);
+    queue_system(*p, cmd);
   }
 }
 

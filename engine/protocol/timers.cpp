@@ -47,4 +47,19 @@ inline std::uint64_t HostCore::Impl::next_deadline_us() const {
   return at == kNever ? kNever : at * 1000;
 }
 
+// DESIGN §2 step 8, before a peer's datagrams are built: retransmission timeouts (what timed
+// out goes back to the front of the queue; a peer past its limits is disconnected) and the
+// keep-alive ping of a connection with nothing in flight or waiting. False when the peer timed
+// out and is gone.
+inline bool HostCore::Impl::run_timers(Peer& p) {
+  if (!p.sent_empty() && now_ms >= p.queues->next_timeout && check_timeouts(p)) return false;
+  if (p.state == PeerState::connected && p.sent_empty() && p.outgoing_reliable_empty() &&
+      now_ms - p.last_receive_time >= ping_interval(p)) {
+    Command ping;
+    ping.command = static_cast<std::uint8_t>(Cmd::ping) | kFlagAcknowledge;
+    queue_system(p, ping);
+  }
+  return true;
+}
+
 }  // namespace tern::proto

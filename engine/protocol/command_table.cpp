@@ -1,0 +1,119 @@
+// The protocol core: the command table. For each command number, the checks every command of
+// that kind passes before its handler runs (the states it is taken in, a channel, a message
+// size), whether its acknowledge flag is honoured, and the extension that owns it. on_datagram
+// reads header -> route -> checksum, then each command goes through dispatch().
+// Part of host_core.cpp's translation unit (see README.md).
+#include "core_impl.hpp"
+
+namespace tern::proto {
+
+// Each entry's handler is the module function that owns the command; the lambdas only adapt
+// its parameters. CONNECT has no handler here: it opens a connection, so on_datagram takes it
+// before there is a peer to dispatch to.
+const std::array<HostCore::Impl::CommandRule, HostCore::Impl::kCommandNumbers>
+    HostCore::Impl::kCommandRules = [] {
+      std::array<CommandRule, kCommandNumbers> t{};
+      auto at = [&t](Cmd c) -> CommandRule& { return t[static_cast<std::size_t>(c)]; };
+      at(Cmd::acknowledge) = {.handle = [](Impl& core, Peer& p, const Command& cmd, Arrival& a) {
+        const Handled r = core.handle_acknowledge(p, cmd);
+        if (r == Handled::stop) a.why = Drop::wrong_state;
+        return r;
+      }};
+      at(Cmd::verify_connect) = {.handle = [](Impl& core, Peer& p, const Command& cmd, Arrival& a) {
+        return core.handle_verify_connect(p, cmd, a.why);
+      }};
+      at(Cmd::disconnect) = {.handle = [](Impl& core, Peer& p, const Command& cmd, Arrival&) {
+        return core.handle_disconnect(p, cmd);
+      }};
+      // A ping asks for nothing but its acknowledgement.
+      at(Cmd::ping) = {.handle = [](Impl&, Peer&, const Command&, Arrival&) { return Handled::ok; },
+                       .states = kConnectedLike};
+      at(Cmd::send_reliable) = {.handle =
+                                    [](Impl& core, Peer& p, const Command& cmd, Arrival& a) {
+                                      return core.handle_send_reliable(p, cmd, a.sent_time, a.why);
+                                    },
+                                .states = kConnectedLike,
+                                .needs_channel = true,
+                                .carries_message = true};
+      at(Cmd::send_unreliable) = {
+          .handle = [](Impl& core, Peer& p, const Command& cmd,
+                       Arrival& a) { return core.handle_send_unreliable(p, cmd, a.why); },
+          .states = kConnectedLike,
+          .needs_channel = true,
+          .carries_message = true};
+      at(Cmd::send_unsequenced) = {
+          .handle = [](Impl& core, Peer& p, const Command& cmd,
+                       Arrival&) { return core.handle_send_unsequenced(p, cmd); },
+          .states = kConnectedLike,
+          .needs_channel = true,
+          .carries_message = true};
+      at(Cmd::send_fragment) = {
+          .handle = [](Impl& core, Peer& p, const Command& cmd,
+                       Arrival& a) { return core.handle_send_fragment(p, cmd, a.why); },
+          .states = kConnectedLike,
+          .needs_channel = true,
+          .carries_message = true};
+      at(Cmd::send_unreliable_fragment) = {
+          .handle = [](Impl& core, Peer& p, const Command& cmd,
+                       Arrival& a) { return core.handle_send_unreliable_fragment(p, cmd, a.why); },
+          .states = kConnectedLike,
+          .needs_channel = true,
+          .carries_message = true};
+      at(Cmd::bandwidth_limit) = {
+          .handle = [](Impl& core, Peer& p, const Command& cmd,
+                       Arrival&) { return core.handle_bandwidth_limit(p, cmd); },
+          .states = kConnectedLike};
+      at(Cmd::throttle_configure) = {
+          .handle = [](Impl& core, Peer& p, const Command& cmd,
+                       Arrival&) { return core.handle_throttle_configure(p, cmd); },
+          .states = kConnectedLike};
+      // Extensions (WIRE.md): a host with none on reads them as a plain ENet host would (an
+      // unknown command ends the datagram), and their acknowledge flag is never honoured.
+      at(Cmd::tern_hello) = {.handle = [](Impl& core, Peer& p, const Command& cmd,
+                                          Arrival&) { return core.handle_hello(p, cmd); },
+                             .acknowledged = false,
+                             .feature = kAnyFeature};
+      // Its own checks come in the extension's order (agreed, channel, state): see selective_acks.
+      at(Cmd::ack_range) = {
+          .handle = [](Impl& core, Peer& p, const Command& cmd,
+                       Arrival& a) { return core.handle_ack_range(p, cmd, a.why); },
+          .acknowledged = false,
+          .feature = kFeatureSelectiveAcks};
+      return t;
+    }();
+
+// The rule's checks, then its handler.
+inline Handled HostCore::Impl::dispatch(Peer& p, const Command& cmd, const CommandRule& rule,
+                                        Arrival& arrival) {
+  if (rule.handle == nullptr || (rule.feature != 0 && (local_features() & rule.feature) == 0)) {
+    arrival.why = Drop::unknown_command;
+  } else if (rule.needs_channel && cmd.channel_id >= p.channel_count) {
+    arrival.why = Drop::bad_channel;
+  } else if ((rule.states & state_bit(p.state)) == 0) {
+    arrival.why = Drop::wrong_state;
+  } else if (rule.carries_message && cmd.payload.size() > config.max_packet_size) {
+    arrival.why = Drop::message_too_large;
+  } else {
+    return rule.handle(*this, p, cmd, arrival);
+  }
+  return Handled::stop;
+}
+
+// ENet acknowledges a command that asks for it (a rule may say it never does) unless the
+// handshake or a disconnect is under way; a peer acknowledging our disconnect gets only the
+// DISCONNECT acknowledged.
+inline void HostCore::Impl::acknowledge_if_asked(Peer& p, const Command& cmd,
+                                                 std::uint16_t sent_time) {
+  switch (p.state) {
+    case PeerState::disconnecting:
+    case PeerState::acknowledging_connect:
+    case PeerState::disconnected:
+    case PeerState::zombie: break;
+    case PeerState::acknowledging_disconnect:
+      if (cmd.type() == Cmd::disconnect) queue_ack(p, cmd, sent_time);
+      break;
+    default: queue_ack(p, cmd, sent_time); break;
+  }
+}
+
+}  // namespace tern::proto
