@@ -63,14 +63,12 @@ inline Cmd HostCore::Impl::remove_acked(Peer& p, OutCmd* found) {
   const Cmd type = found->type();
   if (was_sent) {
     q.sent_reliable.remove(found);
-    if (found->has_payload()) {
-      q.reliable_data_in_transit -= found->fragment_length;
-      grow_congestion_window(q, found->fragment_length);
-    }
+    if (found->has_payload()) q.reliable_data_in_transit -= found->fragment_length;
     if (found->send_attempts == 1 && found->sent_time_ms > q.newest_acked_sent_ms) {
       q.newest_acked_sent_ms = found->sent_time_ms;
       q.newest_acked_moved = true;
     }
+    on_reliable_acked(q, *found);
   } else {
     q.outgoing_reliable.remove(found);
   }
@@ -116,21 +114,8 @@ inline void HostCore::Impl::queue_ack(Peer& p, const Command& cmd, std::uint16_t
   }
   PeerQueues& q = queues(p);
   AckChunk* chunk = q.acks.back();
-  const bool ranged = p.selective_acks && cmd.channel_id < p.channel_count;
-  if (ranged && chunk != nullptr && chunk->end > chunk->begin) {
-    // Into the previous range when it covers this sequence number: most acks of a burst
-    // cost one bit. The range keeps the sent time of the first datagram it acknowledged:
-    // the sender's one RTT sample then includes the time acks were held (ack_delay_ms), as
-    // ENet's one sample per command would, and its retransmission timeout covers the hold.
-    // With the newest sent time the sample missed the hold, and a sender whose acks were
-    // held retransmitted what had arrived.
-    PendingAck& last = chunk->acks[chunk->end - 1];
-    const auto ahead = static_cast<std::uint16_t>(cmd.reliable_seq - last.reliable_seq);
-    if (last.is_range && last.channel == cmd.channel_id && ahead < kAckRangeSpan) {
-      if (ahead != 0) last.bits |= 1u << (ahead - 1);
-      return;
-    }
-  }
+  const bool ranged = acks_in_ranges(p, cmd);
+  if (ranged && chunk != nullptr && fold_into_range(*chunk, cmd)) return;
   p.outgoing_data_total += ranged ? kAckRangeSize : kAcknowledgeSize;
   if (chunk == nullptr || chunk->end == AckChunk::kCapacity) {
     chunk = ack_pool.get();

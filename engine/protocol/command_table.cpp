@@ -10,77 +10,64 @@ namespace tern::proto {
 // Each entry's handler is the module function that owns the command; the lambdas only adapt
 // its parameters. CONNECT has no handler here: it opens a connection, so on_datagram takes it
 // before there is a peer to dispatch to.
-const std::array<HostCore::Impl::CommandRule, HostCore::Impl::kCommandNumbers>
-    HostCore::Impl::kCommandRules = [] {
-      std::array<CommandRule, kCommandNumbers> t{};
-      auto at = [&t](Cmd c) -> CommandRule& { return t[static_cast<std::size_t>(c)]; };
-      at(Cmd::acknowledge) = {.handle = [](Impl& core, Peer& p, const Command& cmd, Arrival& a) {
-        const Handled r = core.handle_acknowledge(p, cmd);
-        if (r == Handled::stop) a.why = Drop::wrong_state;
-        return r;
-      }};
-      at(Cmd::verify_connect) = {.handle = [](Impl& core, Peer& p, const Command& cmd, Arrival& a) {
-        return core.handle_verify_connect(p, cmd, a.why);
-      }};
-      at(Cmd::disconnect) = {.handle = [](Impl& core, Peer& p, const Command& cmd, Arrival&) {
-        return core.handle_disconnect(p, cmd);
-      }};
-      // A ping asks for nothing but its acknowledgement.
-      at(Cmd::ping) = {.handle = [](Impl&, Peer&, const Command&, Arrival&) { return Handled::ok; },
-                       .states = kConnectedLike};
-      at(Cmd::send_reliable) = {.handle =
-                                    [](Impl& core, Peer& p, const Command& cmd, Arrival& a) {
-                                      return core.handle_send_reliable(p, cmd, a.sent_time, a.why);
-                                    },
-                                .states = kConnectedLike,
-                                .needs_channel = true,
-                                .carries_message = true};
-      at(Cmd::send_unreliable) = {
-          .handle = [](Impl& core, Peer& p, const Command& cmd,
-                       Arrival& a) { return core.handle_send_unreliable(p, cmd, a.why); },
-          .states = kConnectedLike,
-          .needs_channel = true,
-          .carries_message = true};
-      at(Cmd::send_unsequenced) = {
-          .handle = [](Impl& core, Peer& p, const Command& cmd,
-                       Arrival&) { return core.handle_send_unsequenced(p, cmd); },
-          .states = kConnectedLike,
-          .needs_channel = true,
-          .carries_message = true};
-      at(Cmd::send_fragment) = {
-          .handle = [](Impl& core, Peer& p, const Command& cmd,
-                       Arrival& a) { return core.handle_send_fragment(p, cmd, a.why); },
-          .states = kConnectedLike,
-          .needs_channel = true,
-          .carries_message = true};
-      at(Cmd::send_unreliable_fragment) = {
-          .handle = [](Impl& core, Peer& p, const Command& cmd,
-                       Arrival& a) { return core.handle_send_unreliable_fragment(p, cmd, a.why); },
-          .states = kConnectedLike,
-          .needs_channel = true,
-          .carries_message = true};
-      at(Cmd::bandwidth_limit) = {
-          .handle = [](Impl& core, Peer& p, const Command& cmd,
-                       Arrival&) { return core.handle_bandwidth_limit(p, cmd); },
-          .states = kConnectedLike};
-      at(Cmd::throttle_configure) = {
-          .handle = [](Impl& core, Peer& p, const Command& cmd,
-                       Arrival&) { return core.handle_throttle_configure(p, cmd); },
-          .states = kConnectedLike};
-      // Extensions (WIRE.md): a host with none on reads them as a plain ENet host would (an
-      // unknown command ends the datagram), and their acknowledge flag is never honoured.
-      at(Cmd::tern_hello) = {.handle = [](Impl& core, Peer& p, const Command& cmd,
-                                          Arrival&) { return core.handle_hello(p, cmd); },
-                             .acknowledged = false,
-                             .feature = kAnyFeature};
-      // Its own checks come in the extension's order (agreed, channel, state): see selective_acks.
-      at(Cmd::ack_range) = {
-          .handle = [](Impl& core, Peer& p, const Command& cmd,
-                       Arrival& a) { return core.handle_ack_range(p, cmd, a.why); },
-          .acknowledged = false,
-          .feature = kFeatureSelectiveAcks};
-      return t;
-    }();
+constexpr HostCore::Impl::CommandRules HostCore::Impl::make_command_rules() {
+  CommandRules t{};
+  auto at = [&t](Cmd c) -> CommandRule& { return t[static_cast<std::size_t>(c)]; };
+  at(Cmd::acknowledge) = {.handle = [](Impl& core, Peer& p, const Command& cmd, Arrival& a) {
+    const Handled r = core.handle_acknowledge(p, cmd);
+    if (r == Handled::stop) a.why = Drop::wrong_state;
+    return r;
+  }};
+  at(Cmd::verify_connect) = {.handle = [](Impl& core, Peer& p, const Command& cmd, Arrival& a) {
+    return core.handle_verify_connect(p, cmd, a.why);
+  }};
+  at(Cmd::disconnect) = {.handle = [](Impl& core, Peer& p, const Command& cmd, Arrival&) {
+    return core.handle_disconnect(p, cmd);
+  }};
+  // A ping asks for nothing but its acknowledgement.
+  at(Cmd::ping) = {.handle = [](Impl&, Peer&, const Command&, Arrival&) { return Handled::ok; },
+                   .states = kConnectedLike};
+  const CommandRule message{
+      .states = kConnectedLike, .needs_channel = true, .carries_message = true};
+  at(Cmd::send_reliable) = message;
+  at(Cmd::send_reliable).handle = [](Impl& core, Peer& p, const Command& cmd, Arrival& a) {
+    return core.handle_send_reliable(p, cmd, a.sent_time, a.why);
+  };
+  at(Cmd::send_unreliable) = message;
+  at(Cmd::send_unreliable).handle = [](Impl& core, Peer& p, const Command& cmd, Arrival& a) {
+    return core.handle_send_unreliable(p, cmd, a.why);
+  };
+  at(Cmd::send_unsequenced) = message;
+  at(Cmd::send_unsequenced).handle = [](Impl& core, Peer& p, const Command& cmd, Arrival&) {
+    return core.handle_send_unsequenced(p, cmd);
+  };
+  at(Cmd::send_fragment) = message;
+  at(Cmd::send_fragment).handle = [](Impl& core, Peer& p, const Command& cmd, Arrival& a) {
+    return core.handle_send_fragment(p, cmd, a.why);
+  };
+  at(Cmd::send_unreliable_fragment) = message;
+  at(Cmd::send_unreliable_fragment).handle = [](Impl& core, Peer& p, const Command& cmd,
+                                                Arrival& a) {
+    return core.handle_send_unreliable_fragment(p, cmd, a.why);
+  };
+  at(Cmd::bandwidth_limit) = {
+      .handle = [](Impl& core, Peer& p, const Command& cmd,
+                   Arrival&) { return core.handle_bandwidth_limit(p, cmd); },
+      .states = kConnectedLike};
+  at(Cmd::throttle_configure) = {
+      .handle = [](Impl& core, Peer& p, const Command& cmd,
+                   Arrival&) { return core.handle_throttle_configure(p, cmd); },
+      .states = kConnectedLike};
+  // Extensions (WIRE.md): a host with none on reads their commands as a plain ENet host would
+  // (an unknown command ends the datagram), and their acknowledge flag is never honoured. The
+  // hello belongs to them all; each installs its own commands (extensions.cpp).
+  at(Cmd::tern_hello) = {.handle = [](Impl& core, Peer& p, const Command& cmd,
+                                      Arrival&) { return core.handle_hello(p, cmd); },
+                         .acknowledged = false,
+                         .feature = kAnyFeature};
+  install_extension_commands(t);
+  return t;
+}
 
 // The rule's checks, then its handler.
 inline Handled HostCore::Impl::dispatch(Peer& p, const Command& cmd, const CommandRule& rule,

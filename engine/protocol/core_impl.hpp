@@ -57,18 +57,12 @@ struct HostCore::Impl {
   base::TimerWheel timers;
   std::vector<Farewell> farewells;
   std::vector<Peer*> throttle_scratch;
-  // ---- routing: which connection a datagram's header names ------------------------------
-  //
-  // The peer ID we hand out (and the remote side puts in every header it sends us) is the
-  // connection's slot, as in ENet, wherever the 12-bit field can hold it: a datagram then finds
-  // its connection by indexing, and the address it came from confirms it. Connections in
-  // slots from kMaxPeerId on (a shard with more than 4,095) get an ID that no other connection
-  // from their address uses, and a route key (address, ID) in by_address. Connections we
-  // accepted are also found by the client's own index, to recognise a retransmitted or
-  // restarted CONNECT: through the route key when the ID we gave mirrors that index, else an
-  // identity key (address, kIdentityKey | index), which no route key can equal.
+
+  // Routing keys (peer_directory.cpp).
   static constexpr std::uint16_t kIdentityKey = 0x8000;
   static constexpr std::uint32_t kNoSlot = ~std::uint32_t{0};
+
+  // A datagram being built (datagram_builder.cpp).
   struct Build {
     OutDatagram* dg;
     std::size_t pos;
@@ -79,7 +73,7 @@ struct HostCore::Impl {
     bool zombie_after = false;
   };
   enum class Wrote { sent, blocked, full, dropped };
-  std::size_t dirty_cursor = 0;
+  std::size_t dirty_cursor = 0;  // flush() resumes its walk of `dirty` here
 
   // The address table's hash is keyed: sources are chosen by whoever sends to us.
   explicit Impl(const HostConfig& cfg)
@@ -253,8 +247,6 @@ struct HostCore::Impl {
     }
   }
 
-  std::uint32_t local_features() const { return config.selective_acks ? kFeatureSelectiveAcks : 0; }
-
   std::size_t room(const Build& b) const { return b.limit - b.pos; }
 
   // ---- peer_blocks.cpp: side blocks: queues, channels, extra settings, taken on first use and
@@ -349,12 +341,6 @@ struct HostCore::Impl {
   void queue_ack(Peer& p, const Command& cmd, std::uint16_t sent_time);
   void write_acks(Peer& p, Build& b);
 
-  // ---- selective_acks.cpp: extension: ACK_RANGE, one command acknowledging up to 33 reliable
-  // commands ----------------------------------------------
-  std::size_t find_range(const Peer& p, std::uint8_t channel_id, std::uint16_t seq,
-                         std::uint32_t bits, std::array<OutCmd*, kAckRangeSpan>& found) const;
-  Handled handle_ack_range(Peer& p, const Command& cmd, Drop& why);
-
   // ---- send_queue.cpp: the application's messages: fragmenting, sequence numbers, the outgoing
   // queues --------------------------------------------------
   void put_out(PeerQueues& q, OutCmd* c);
@@ -382,15 +368,6 @@ struct HostCore::Impl {
   bool check_timeouts(Peer& p);
   static void requeue_lost(PeerQueues& q, OutCmd* c, OutCmd* insert_after);
   static void rearm_retransmission_timer(PeerQueues& q);
-
-  // ---- fast_retransmit.cpp: extension: a command overtaken by later acknowledged ones is resent
-  // at once ---------------------------------------------
-  void resend_overtaken(Peer& p);
-
-  // ---- congestion_window.cpp: extension: after a stall, reliable data in transit restarts at one
-  // MTU -------------------------------------------
-  void shrink_congestion_window(const Peer& p, PeerQueues& q);
-  void grow_congestion_window(PeerQueues& q, std::uint32_t acked);
 
   // ---- throttle.cpp: RTT samples, packet loss, ENet's packet throttle and bandwidth limits
   // ----------------------------------------------------
@@ -423,9 +400,40 @@ struct HostCore::Impl {
     std::uint32_t feature = 0;     // the extension owning it (kFeature* bit), 0: ENet's
   };
   static constexpr std::size_t kCommandNumbers = static_cast<std::size_t>(Cmd::ack_range) + 1;
-  static const std::array<CommandRule, kCommandNumbers> kCommandRules;
+  using CommandRules = std::array<CommandRule, kCommandNumbers>;
+  static constexpr CommandRules make_command_rules();
+  static const CommandRules kCommandRules;
   Handled dispatch(Peer& p, const Command& cmd, const CommandRule& rule, Arrival& arrival);
   void acknowledge_if_asked(Peer& p, const Command& cmd, std::uint16_t sent_time);
+
+  // ---- extensions.cpp: the hook points where the core calls its extensions ----------------
+  std::uint32_t local_features() const;
+  std::uint32_t agreed_features(const Peer& p) const;
+  void on_features_agreed(Peer& p, std::uint32_t agreed);
+  static constexpr void install_extension_commands(CommandRules& rules);
+  void on_reliable_acked(PeerQueues& q, const OutCmd& c);
+  void after_acks(Peer& p);
+  void on_retransmission_timeouts(const Peer& p, PeerQueues& q, std::uint64_t first_sent_ms);
+  std::uint32_t extension_send_window(const PeerQueues& q) const;
+
+  // ---- selective_acks.cpp: extension: ACK_RANGE for up to 33 reliable commands -------------
+  std::uint32_t selective_acks_offered() const;
+  std::uint32_t selective_acks_agreed(const Peer& p) const;
+  void selective_acks_on_agreed(Peer& p, std::uint32_t agreed);
+  static constexpr void install_selective_acks(CommandRules& rules);
+  static bool acks_in_ranges(const Peer& p, const Command& cmd);
+  static bool fold_into_range(AckChunk& chunk, const Command& cmd);
+  std::size_t find_range(const Peer& p, std::uint8_t channel_id, std::uint16_t seq,
+                         std::uint32_t bits, std::array<OutCmd*, kAckRangeSpan>& found) const;
+  Handled handle_ack_range(Peer& p, const Command& cmd, Drop& why);
+
+  // ---- fast_retransmit.cpp: extension: what later acks overtook is resent at once -----------
+  void fast_retransmit_after_acks(Peer& p);
+
+  // ---- congestion_window.cpp: extension: after a stall, one MTU in transit, regrown --------
+  void congestion_window_on_timeouts(const Peer& p, PeerQueues& q, std::uint64_t first_sent_ms);
+  void congestion_window_on_acked(PeerQueues& q, const OutCmd& c);
+  std::uint32_t congestion_window_limit(const PeerQueues& q) const;
 
   // ---- host_core.cpp: orchestration ---------------------------------------------------
   void on_datagram(std::uint64_t now_us, const Endpoint& from, std::span<const std::byte> bytes);

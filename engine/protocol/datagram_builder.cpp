@@ -83,7 +83,7 @@ inline HostCore::Impl::Wrote HostCore::Impl::write_reliable_one(Peer& p, Build& 
     const std::uint32_t throttled = config.throttle_reliable_window
                                         ? (p.packet_throttle * p.window_size) / kPacketThrottleScale
                                         : p.window_size;
-    const std::uint32_t window = std::min(throttled, q.congestion_window);
+    const std::uint32_t window = std::min(throttled, extension_send_window(q));
     if (q.reliable_data_in_transit + c->fragment_length > std::max<std::uint32_t>(window, p.mtu)) {
       return Wrote::blocked;
     }
@@ -202,9 +202,7 @@ inline bool HostCore::Impl::build_datagram(Peer& p, OutDatagram& dg, bool& more)
     hello.command = static_cast<std::uint8_t>(Cmd::tern_hello);
     hello.channel_id = kSystemChannel;
     // The client offers what it has; the server answers with what both have.
-    hello.hello.features = p.state == PeerState::connecting
-                               ? local_features()
-                               : (p.selective_acks ? kFeatureSelectiveAcks : 0);
+    hello.hello.features = p.state == PeerState::connecting ? local_features() : agreed_features(p);
     put_command(b, hello, {});
   }
   update_packet_loss(p);

@@ -1,4 +1,7 @@
-// The protocol core: extension: a command overtaken by later acknowledged ones is resent at once.
+// The protocol core, extension "fast retransmit" (HostConfig::fast_retransmit, on by default;
+// sender side, nothing on the wire: no feature bit, no commands). It reads the ack ledger's
+// newest acknowledged send time (PeerQueues::newest_acked_sent_ms); its hook runs once a
+// datagram's acks are all taken.
 // Part of host_core.cpp's translation unit (see README.md).
 #include "core_impl.hpp"
 
@@ -8,7 +11,8 @@ namespace tern::proto {
 // command sent too recently to have been overtaken. What it finds goes back to the front of
 // outgoing_reliable, in order, as a timeout would put it, but keeps its retransmission
 // timeout (the path is delivering) and leaves the congestion window alone.
-inline void HostCore::Impl::resend_overtaken(Peer& p) {
+inline void HostCore::Impl::fast_retransmit_after_acks(Peer& p) {
+  if (p.queues == nullptr || !p.queues->newest_acked_moved) return;
   PeerQueues& q = *p.queues;
   q.newest_acked_moved = false;
   if (!config.fast_retransmit) return;

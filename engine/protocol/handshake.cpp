@@ -33,10 +33,10 @@ inline void HostCore::Impl::notify_connect(Peer& p) {
 inline Handled HostCore::Impl::handle_hello(Peer& p, const Command& cmd) {
   const std::uint32_t agreed = cmd.hello.features & local_features();
   if (p.hello_offered) {
-    if (p.state == PeerState::connected) p.selective_acks = (agreed & kFeatureSelectiveAcks) != 0;
+    if (p.state == PeerState::connected) on_features_agreed(p, agreed);
   } else if (p.state == PeerState::acknowledging_connect && agreed != 0) {
     p.hello_agreed = true;
-    p.selective_acks = (agreed & kFeatureSelectiveAcks) != 0;
+    on_features_agreed(p, agreed);
   }
   return Handled::ok;
 }
@@ -153,8 +153,6 @@ inline Handled HostCore::Impl::handle_verify_connect(Peer& p, const Command& cmd
   notify_connect(p);
   return Handled::ok;
 }
-
-// ---- application calls ----------------------------------------------------------------
 
 inline PeerHandle HostCore::Impl::connect(std::uint64_t now_us, const Endpoint& to,
                                           std::size_t channel_count, std::uint32_t data) {

@@ -12,6 +12,7 @@
 #include "congestion_window.cpp"
 #include "datagram_builder.cpp"
 #include "disconnect.cpp"
+#include "extensions.cpp"
 #include "fast_retransmit.cpp"
 #include "handshake.cpp"
 #include "intake.cpp"
@@ -28,6 +29,9 @@
 #include <cstring>
 
 namespace tern::proto {
+
+// Built at compile time, once every part has defined what it installs.
+constinit const HostCore::Impl::CommandRules HostCore::Impl::kCommandRules = make_command_rules();
 
 // header -> route -> checksum -> each command through its rule (command_table.cpp).
 inline void HostCore::Impl::on_datagram(std::uint64_t now_us, const Endpoint& from,
@@ -109,10 +113,10 @@ inline Peer* HostCore::Impl::route_datagram(const Endpoint& from, const Header& 
   return peer;
 }
 
-// What a datagram's commands leave to do for the peer: resend what acks showed overtaken, hold
-// or send acks, and move its timer.
+// What a datagram's commands leave to do for the peer: the extensions' turn after its acks,
+// holding or sending acks, and its timer.
 inline void HostCore::Impl::after_datagram(Peer& p) {
-  if (p.queues != nullptr && p.queues->newest_acked_moved) resend_overtaken(p);
+  after_acks(p);
   if (holds_acks(p)) {
     if (p.queues->acks_due == 0) p.queues->acks_due = now_ms + config.ack_delay_ms;
   } else if (p.has_queued()) {

@@ -1,5 +1,14 @@
 // The protocol core: which connection a datagram names: slots, peer IDs, address keys; peer
 // allocation and reset. Part of host_core.cpp's translation unit (see README.md).
+//
+// The peer ID we hand out (and the remote side puts in every header it sends us) is the
+// connection's slot, as in ENet, wherever the 12-bit field can hold it: a datagram then finds
+// its connection by indexing, and the address it came from confirms it. Connections in
+// slots from kMaxPeerId on (a shard with more than 4,095) get an ID that no other connection
+// from their address uses, and a route key (address, ID) in by_address. Connections we
+// accepted are also found by the client's own index, to recognise a retransmitted or
+// restarted CONNECT: through the route key when the ID we gave mirrors that index, else an
+// identity key (address, kIdentityKey | index), which no route key can equal.
 #include "core_impl.hpp"
 
 namespace tern::proto {

@@ -12,8 +12,6 @@ inline void HostCore::Impl::release_in(Peer& p, InCmd* c) {
   in_pool.put(c);
 }
 
-// ---- incoming -----------------------------------------------------------------------
-
 inline bool HostCore::Impl::charge(Peer& p, std::size_t bytes, bool reassembly, Drop& why) {
   if (p.total_waiting_data + bytes > config.max_waiting_data) {
     why = Drop::waiting_data_cap;

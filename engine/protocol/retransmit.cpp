@@ -4,14 +4,11 @@
 
 namespace tern::proto {
 
-// ---- output -------------------------------------------------------------------------
-
 // enet_protocol_check_timeouts, with one departure: the walk stops at the first command
 // still inside its timeout. ENet walks the whole of sent_reliable on every check; under
 // load that list holds a window's worth of commands per peer, each check touches all of
-// them (cache misses on a linked list), and the load generator spent ~35% of its time there
-// once a burst of delay had started the retransmissions: the slower it got, the more was in
-// flight and the costlier each check, a collapse ENet shares. The list is in send order, so
+// them (cache misses on a linked list): the slower a sender gets, the more it has in flight
+// and the costlier each check, a collapse ENet shares. The list is in send order, so
 // what lies behind the first live command was sent later; one whose own (smaller) timeout
 // has passed is resent when the commands ahead of it expire or are acknowledged, as TCP's
 // single retransmission timer would. Nothing on the wire changes.
@@ -41,11 +38,7 @@ inline bool HostCore::Impl::check_timeouts(Peer& p) {
     insert_after = c;
     c = next;
   }
-  // Only a stall shrinks the window: when something sent as late as what timed out has been
-  // acknowledged, the path is delivering and the timeout was a loss (an ack lost, or a
-  // resend lost again), which the window would only slow down.
-  if (insert_after != nullptr && config.congestion_window && q.newest_acked_sent_ms < first_sent_ms)
-    shrink_congestion_window(p, q);
+  if (insert_after != nullptr) on_retransmission_timeouts(p, q, first_sent_ms);
   rearm_retransmission_timer(q);
   return false;
 }

@@ -1,8 +1,53 @@
-// The protocol core: extension: ACK_RANGE, one command acknowledging up to 33 reliable commands.
+// The protocol core, extension "selective acks" (HostConfig::selective_acks, on by default;
+// WIRE.md, "Extensions"): one ACK_RANGE acknowledges up to 33 reliable commands of a channel
+// instead of an ACKNOWLEDGE each. Negotiated with kFeatureSelectiveAcks in the hello; its
+// state is the connection's Peer::selective_acks; it owns the ACK_RANGE command, and the ack
+// ledger asks it whether and how to fold an acknowledgement into a range.
 // Part of host_core.cpp's translation unit (see README.md).
 #include "core_impl.hpp"
 
 namespace tern::proto {
+
+inline std::uint32_t HostCore::Impl::selective_acks_offered() const {
+  return config.selective_acks ? kFeatureSelectiveAcks : 0;
+}
+
+inline std::uint32_t HostCore::Impl::selective_acks_agreed(const Peer& p) const {
+  return p.selective_acks ? kFeatureSelectiveAcks : 0;
+}
+
+inline void HostCore::Impl::selective_acks_on_agreed(Peer& p, std::uint32_t agreed) {
+  p.selective_acks = (agreed & kFeatureSelectiveAcks) != 0;
+}
+
+// Its own checks come in the extension's order (agreed, channel, state): see handle_ack_range.
+constexpr void HostCore::Impl::install_selective_acks(CommandRules& rules) {
+  rules[static_cast<std::size_t>(Cmd::ack_range)] = {
+      .handle = [](Impl& core, Peer& p, const Command& cmd,
+                   Arrival& a) { return core.handle_ack_range(p, cmd, a.why); },
+      .acknowledged = false,
+      .feature = kFeatureSelectiveAcks};
+}
+
+// Ranges cover the application channels of a connection that agreed to them.
+inline bool HostCore::Impl::acks_in_ranges(const Peer& p, const Command& cmd) {
+  return p.selective_acks && cmd.channel_id < p.channel_count;
+}
+
+// Into the last pending range when it covers this sequence number: most acks of a burst cost
+// one bit. The range keeps the sent time of the first datagram it acknowledged: the sender's
+// one RTT sample then includes the time acks were held (ack_delay_ms), as ENet's one sample
+// per command would, and its retransmission timeout covers the hold. With the newest sent
+// time the sample missed the hold, and a sender whose acks were held retransmitted what had
+// arrived.
+inline bool HostCore::Impl::fold_into_range(AckChunk& chunk, const Command& cmd) {
+  if (chunk.end == chunk.begin) return false;
+  PendingAck& last = chunk.acks[chunk.end - 1];
+  const auto ahead = static_cast<std::uint16_t>(cmd.reliable_seq - last.reliable_seq);
+  if (!last.is_range || last.channel != cmd.channel_id || ahead >= kAckRangeSpan) return false;
+  if (ahead != 0) last.bits |= 1u << (ahead - 1);
+  return true;
+}
 
 // The commands a range names, found before any is freed. They were written a round trip
 // ago, and a relay sends megabytes in that time, so they have left the cache and so have

@@ -30,8 +30,6 @@ inline void HostCore::Impl::clear_queues(Peer& p) {
   });
 }
 
-// ---- outgoing queue -----------------------------------------------------------------
-
 // enet_peer_setup_outgoing_command: assigns sequence numbers at queue time.
 inline void HostCore::Impl::queue_outgoing(Peer& p, const Command& cmd, Packet packet,
                                            std::uint32_t offset, std::uint16_t length) {

@@ -1,0 +1,56 @@
+// The protocol core: the hook points where the core hands control to Tern's extensions. Each
+// calls, in order, every extension that uses it; an extension is added by writing its file and
+// adding its calls here (README.md, "Adding an extension"). Everything is inline in one
+// translation unit, so a hook costs what its extensions' code costs.
+// Part of host_core.cpp's translation unit (see README.md).
+#include "core_impl.hpp"
+
+namespace tern::proto {
+
+// ---- the hello: what we offer, and what each connection agreed to --------------------------
+
+inline std::uint32_t HostCore::Impl::local_features() const { return selective_acks_offered(); }
+
+// The features a hello's answer names for this connection (the server's VERIFY side).
+inline std::uint32_t HostCore::Impl::agreed_features(const Peer& p) const {
+  return selective_acks_agreed(p);
+}
+
+inline void HostCore::Impl::on_features_agreed(Peer& p, std::uint32_t agreed) {
+  selective_acks_on_agreed(p, agreed);
+}
+
+// ---- commands: the extensions' rules in the command table (command_table.cpp) -------------
+
+constexpr void HostCore::Impl::install_extension_commands(CommandRules& rules) {
+  install_selective_acks(rules);
+}
+
+// ---- acknowledgements (ack_ledger.cpp) ----------------------------------------------------
+
+// A reliable command in flight was acknowledged, before it is freed.
+inline void HostCore::Impl::on_reliable_acked(PeerQueues& q, const OutCmd& c) {
+  congestion_window_on_acked(q, c);
+}
+
+// A datagram's commands have all been handled (host_core.cpp, after_datagram): its acks
+// may have shown commands in flight to be lost.
+inline void HostCore::Impl::after_acks(Peer& p) { fast_retransmit_after_acks(p); }
+
+// ---- retransmission (retransmit.cpp) ------------------------------------------------------
+
+// Commands in flight timed out and went back to the queue; `first_sent_ms` is when the
+// oldest of them was sent.
+inline void HostCore::Impl::on_retransmission_timeouts(const Peer& p, PeerQueues& q,
+                                                       std::uint64_t first_sent_ms) {
+  congestion_window_on_timeouts(p, q, first_sent_ms);
+}
+
+// ---- the datagram builder (datagram_builder.cpp) ------------------------------------------
+
+// Reliable payload bytes the extensions let be in transit, on top of ENet's windows.
+inline std::uint32_t HostCore::Impl::extension_send_window(const PeerQueues& q) const {
+  return congestion_window_limit(q);
+}
+
+}  // namespace tern::proto
