@@ -69,9 +69,34 @@ constexpr HostCore::Impl::CommandRules HostCore::Impl::make_command_rules() {
   return t;
 }
 
-// The rule's checks, then its handler.
-inline Handled HostCore::Impl::dispatch(Peer& p, const Command& cmd, const CommandRule& rule,
-                                        Arrival& arrival) {
+// A command's rule, checked, then its handler. The switch makes each command's rule a
+// compile-time constant (kCommandRules is), so its checks fold away and its handler is called
+// directly and inlined: through the table's pointer, the call and the spills around it cost
+// about 45 instructions per datagram on each side of an unsequenced echo.
+inline Handled HostCore::Impl::dispatch(Peer& p, const Command& cmd, Arrival& arrival) {
+  switch (cmd.type()) {
+    case Cmd::acknowledge: return dispatch_as<Cmd::acknowledge>(p, cmd, arrival);
+    case Cmd::verify_connect: return dispatch_as<Cmd::verify_connect>(p, cmd, arrival);
+    case Cmd::disconnect: return dispatch_as<Cmd::disconnect>(p, cmd, arrival);
+    case Cmd::ping: return dispatch_as<Cmd::ping>(p, cmd, arrival);
+    case Cmd::send_reliable: return dispatch_as<Cmd::send_reliable>(p, cmd, arrival);
+    case Cmd::send_unreliable: return dispatch_as<Cmd::send_unreliable>(p, cmd, arrival);
+    case Cmd::send_fragment: return dispatch_as<Cmd::send_fragment>(p, cmd, arrival);
+    case Cmd::send_unsequenced: return dispatch_as<Cmd::send_unsequenced>(p, cmd, arrival);
+    case Cmd::bandwidth_limit: return dispatch_as<Cmd::bandwidth_limit>(p, cmd, arrival);
+    case Cmd::throttle_configure: return dispatch_as<Cmd::throttle_configure>(p, cmd, arrival);
+    case Cmd::send_unreliable_fragment:
+      return dispatch_as<Cmd::send_unreliable_fragment>(p, cmd, arrival);
+    case Cmd::tern_hello: return dispatch_as<Cmd::tern_hello>(p, cmd, arrival);
+    case Cmd::ack_range: return dispatch_as<Cmd::ack_range>(p, cmd, arrival);
+    default: arrival.why = Drop::unknown_command; return Handled::stop;
+  }
+}
+
+template <Cmd C>
+inline Handled HostCore::Impl::dispatch_as(Peer& p, const Command& cmd, Arrival& arrival) {
+  static_assert(static_cast<std::size_t>(C) < kCommandNumbers);
+  const CommandRule& rule = kCommandRules[static_cast<std::size_t>(C)];
   if (rule.handle == nullptr || (rule.feature != 0 && (local_features() & rule.feature) == 0)) {
     arrival.why = Drop::unknown_command;
   } else if (rule.needs_channel && cmd.channel_id >= p.channel_count) {

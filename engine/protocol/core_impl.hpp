@@ -384,7 +384,7 @@ struct HostCore::Impl {
   // ---- timers.cpp: each peer's one timer: deadlines, the timing wheel, the next deadline
   // ------------------------------------------------------
   std::uint64_t peer_deadline(const Peer& p) const;
-  void schedule(Peer& p);
+  [[gnu::always_inline]] void schedule(Peer& p);  // after every datagram and flush visit
   void fire_timers();
   bool run_timers(Peer& p);
   std::uint64_t next_deadline_us() const;
@@ -403,7 +403,9 @@ struct HostCore::Impl {
   using CommandRules = std::array<CommandRule, kCommandNumbers>;
   static constexpr CommandRules make_command_rules();
   static const CommandRules kCommandRules;
-  Handled dispatch(Peer& p, const Command& cmd, const CommandRule& rule, Arrival& arrival);
+  Handled dispatch(Peer& p, const Command& cmd, Arrival& arrival);
+  template <Cmd C>
+  Handled dispatch_as(Peer& p, const Command& cmd, Arrival& arrival);
   void acknowledge_if_asked(Peer& p, const Command& cmd, std::uint16_t sent_time);
 
   // ---- extensions.cpp: the hook points where the core calls its extensions ----------------

@@ -80,7 +80,7 @@ inline void HostCore::Impl::on_datagram(std::uint64_t now_us, const Endpoint& fr
     } else if (peer == nullptr) {
       arrival.why = Drop::unknown_peer;
     } else {
-      result = dispatch(*peer, cmd, rule, arrival);
+      result = dispatch(*peer, cmd, arrival);
     }
     if (result == Handled::stop) {
       if (arrival.why != Drop::count_) counters.drops.add(arrival.why);

@@ -77,8 +77,10 @@ class Pool {
   Pool& operator=(const Pool&) = delete;
   ~Pool() = default;  // chunks free their storage; live objects must be put() back first
 
+  // Always inlined: a call costs as much as its few loads and stores, and the pools are taken
+  // from on the per-packet path (a peer's queues block, each queued command).
   template <class... Args>
-  T* get(Args&&... args) {
+  [[gnu::always_inline]] T* get(Args&&... args) {
     if (free_count_ == 0) grow();
     Slot* s = free_[--free_count_];
     if (free_count_ >= kPrefetchAhead) __builtin_prefetch(free_[free_count_ - kPrefetchAhead], 1);
