@@ -277,6 +277,9 @@ struct HostCore::Impl {
   void emit_connect(Peer& p);
   void notify_connect(Peer& p);
   Handled handle_hello(Peer& p, const Command& cmd);
+  Command handshake_command(Cmd type, const Peer& p, std::uint8_t incoming_session,
+                            std::uint8_t outgoing_session, std::uint32_t window,
+                            std::uint32_t channels) const;
   Peer* handle_connect(const Endpoint& from, const Command& cmd, Drop& why);
   Handled handle_verify_connect(Peer& p, const Command& cmd, Drop& why);
   PeerHandle connect(std::uint64_t now_us, const Endpoint& to, std::size_t channel_count,

@@ -52,6 +52,31 @@ inline std::uint8_t next_session(std::uint32_t proposed, std::uint8_t last) {
   return session;
 }
 
+// CONNECT or VERIFY_CONNECT, which carry the same fields: our peer ID for the other side, the
+// sessions, MTU, window, channels, our bandwidths and the connection's throttle settings.
+inline Command HostCore::Impl::handshake_command(Cmd type, const Peer& p,
+                                                 std::uint8_t incoming_session,
+                                                 std::uint8_t outgoing_session,
+                                                 std::uint32_t window,
+                                                 std::uint32_t channels) const {
+  Command cmd;
+  cmd.command = static_cast<std::uint8_t>(type) | kFlagAcknowledge;
+  Connect& c = cmd.connect;
+  c.outgoing_peer_id = p.incoming_peer_id;
+  c.incoming_session = incoming_session;
+  c.outgoing_session = outgoing_session;
+  c.mtu = p.mtu;
+  c.window_size = window;
+  c.channel_count = channels;
+  c.incoming_bandwidth = config.incoming_bandwidth;
+  c.outgoing_bandwidth = config.outgoing_bandwidth;
+  c.throttle_interval = throttle_interval(p);
+  c.throttle_acceleration = throttle_acceleration(p);
+  c.throttle_deceleration = throttle_deceleration(p);
+  c.connect_id = p.connect_id;
+  return cmd;
+}
+
 // enet_protocol_handle_connect (server side). Returns the new peer or nullptr.
 inline Peer* HostCore::Impl::handle_connect(const Endpoint& from, const Command& cmd, Drop& why) {
   const Connect& c = cmd.connect;
@@ -106,21 +131,8 @@ inline Peer* HostCore::Impl::handle_connect(const Endpoint& from, const Command&
   window = std::min(window, c.window_size);
   window = std::clamp(window, kMinWindowSize, kMaxWindowSize);
 
-  Command verify;
-  verify.command = static_cast<std::uint8_t>(Cmd::verify_connect) | kFlagAcknowledge;
-  verify.connect.outgoing_peer_id = p.incoming_peer_id;
-  verify.connect.incoming_session = incoming_session;
-  verify.connect.outgoing_session = outgoing_session;
-  verify.connect.mtu = p.mtu;
-  verify.connect.window_size = window;
-  verify.connect.channel_count = channel_count;
-  verify.connect.incoming_bandwidth = config.incoming_bandwidth;
-  verify.connect.outgoing_bandwidth = config.outgoing_bandwidth;
-  verify.connect.throttle_interval = throttle_interval(p);
-  verify.connect.throttle_acceleration = throttle_acceleration(p);
-  verify.connect.throttle_deceleration = throttle_deceleration(p);
-  verify.connect.connect_id = p.connect_id;
-  queue_system(p, verify);
+  queue_system(p, handshake_command(Cmd::verify_connect, p, incoming_session, outgoing_session,
+                                    window, channel_count));
   return &p;
 }
 
@@ -174,20 +186,8 @@ inline PeerHandle HostCore::Impl::connect(std::uint64_t now_us, const Endpoint& 
                       : (config.outgoing_bandwidth / kWindowSizeScale) * kMinWindowSize;
   p.window_size = std::clamp(p.window_size, kMinWindowSize, kMaxWindowSize);
 
-  Command cmd;
-  cmd.command = static_cast<std::uint8_t>(Cmd::connect) | kFlagAcknowledge;
-  cmd.connect.outgoing_peer_id = p.incoming_peer_id;
-  cmd.connect.incoming_session = p.incoming_session;
-  cmd.connect.outgoing_session = p.outgoing_session;
-  cmd.connect.mtu = p.mtu;
-  cmd.connect.window_size = p.window_size;
-  cmd.connect.channel_count = static_cast<std::uint32_t>(channel_count);
-  cmd.connect.incoming_bandwidth = config.incoming_bandwidth;
-  cmd.connect.outgoing_bandwidth = config.outgoing_bandwidth;
-  cmd.connect.throttle_interval = throttle_interval(p);
-  cmd.connect.throttle_acceleration = throttle_acceleration(p);
-  cmd.connect.throttle_deceleration = throttle_deceleration(p);
-  cmd.connect.connect_id = p.connect_id;
+  Command cmd = handshake_command(Cmd::connect, p, p.incoming_session, p.outgoing_session,
+                                  p.window_size, static_cast<std::uint32_t>(channel_count));
   cmd.connect.data = data;
   queue_system(p, cmd);
   p.connect_seq = p.outgoing_reliable_seq;
