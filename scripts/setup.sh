@@ -11,7 +11,7 @@ packages=(
   libbenchmark-dev                            # perf/micro
   clang libfuzzer-14-dev libclang-rt-14-dev   # tests/fuzz (libFuzzer needs clang)
   liburing-dev                                # drivers/uring
-  libdpdk-dev dpdk ethtool                    # drivers/dpdk, tests/dpdk (veth offloads)
+  libdpdk-dev dpdk ethtool                    # drivers/dpdk, tests/drivers/dpdk (veth offloads)
   dpdk-dev                                    # dpdk-testpmd: the memif ceiling in perf/dpdk_bench.py
   libtomlplusplus-dev                         # apps/relay configuration (TOML)
   libhyperscan-dev                            # engine/filter (payload rules)

@@ -38,12 +38,12 @@ if [ "$#" -eq 0 ] && [ "${TERN_SKIP_SANITIZERS:-0}" != 1 ]; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     sanitizer_stage build-asan \
       "-Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=disabled -Dbenchmarks=disabled" \
-      "unit api drivers sim attack runtime net filter"
+      "base protocol api ping drivers sim attack runtime net filter"
   # The runtime's cross-thread code (rings, the shards built on them, and the relay's
-  # cross-shard rooms with real libenet clients) under TSan.
+  # cross-shard rooms with real libenet clients) under TSan, and the building blocks below it.
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
     sanitizer_stage build-tsan "-Dtsan=true -Dfuzz=disabled -Dbenchmarks=disabled" \
-      "runtime relay"
+      "base runtime relay"
 fi
 
 python3 - "${logs[@]}" <<'PY'

@@ -445,7 +445,7 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(queued),
               static_cast<unsigned long long>(overflow_hw));
   for (std::size_t d = 0; d < kRelayDropCount; ++d) {
-    std::printf(" %s=%llu", relay_drop_name(static_cast<RelayDrop>(d)),
+    std::printf(" %s=%llu", drop_name(static_cast<RelayDrop>(d)),
                 static_cast<unsigned long long>(relay.drops(static_cast<RelayDrop>(d))));
   }
   std::printf("\n");

@@ -38,25 +38,11 @@ Kind tag_kind(std::uint64_t tag) { return static_cast<Kind>(tag >> 56); }
 std::size_t tag_shard(std::uint64_t tag) { return static_cast<std::size_t>((tag >> 32) & 0xffff); }
 std::uint32_t tag_room(std::uint64_t tag) { return static_cast<std::uint32_t>(tag); }
 
-constexpr const char* kDropNames[] = {
-#define TERN_RELAY_DROP_NAME(name, text) #name,
-    TERN_RELAY_DROPS(TERN_RELAY_DROP_NAME)
-#undef TERN_RELAY_DROP_NAME
-};
-constexpr const char* kDropHelp[] = {
-#define TERN_RELAY_DROP_HELP(name, text) text,
-    TERN_RELAY_DROPS(TERN_RELAY_DROP_HELP)
-#undef TERN_RELAY_DROP_HELP
-};
-
 void bump(std::atomic<std::uint64_t>& a, std::uint64_t by = 1) {
   a.store(a.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
 }
 
 }  // namespace
-
-const char* relay_drop_name(RelayDrop d) { return kDropNames[static_cast<std::size_t>(d)]; }
-const char* relay_drop_help(RelayDrop d) { return kDropHelp[static_cast<std::size_t>(d)]; }
 
 // One member of a broadcast room anywhere in the relay; the smallest join order streams.
 struct Streamer {
@@ -303,7 +289,7 @@ bool Relay::stop() { return group_.stop(std::chrono::milliseconds(config_.drain_
 void Relay::on_event(rt::Shard& s, Event& ev) {
   ShardState& st = *state_[s.index()];
   RelayShardStats& stats = *stats_[s.index()];
-  auto drop = [&](RelayDrop d) { bump(stats.drops[static_cast<std::size_t>(d)]); };
+  auto drop = [&](RelayDrop d) { stats.drops.add(d); };
   const std::size_t me = s.index();
 
   switch (ev.type) {
@@ -569,7 +555,7 @@ void Relay::forward(rt::Shard& s, std::size_t target, rt::ShardMessage message) 
   if (message.delivery != Delivery::reliable) {
     // Shed rather than queued: nothing overtakes what waits, and the queue is for what must
     // arrive.
-    bump(stats.drops[static_cast<std::size_t>(RelayDrop::cross_shard_full)]);
+    stats.drops.add(RelayDrop::cross_shard_full);
     return;
   }
   q.push_back(std::move(message));
@@ -650,7 +636,7 @@ void Relay::after_refusals(rt::Shard& s, Room& room, Delivery delivery, std::siz
   }
   if (delivery != Delivery::reliable) {
     const std::size_t shed = refused - std::min(refused, leaving);
-    bump(stats.drops[static_cast<std::size_t>(RelayDrop::send_failed)], shed);
+    stats.drops.add(RelayDrop::send_failed, shed);
     return;
   }
   for (const PeerHandle& p : slow) {
@@ -831,7 +817,7 @@ void Relay::leave_room(rt::Shard& s, Member& m) {
 
 std::uint64_t Relay::drops(RelayDrop d) const {
   std::uint64_t n = 0;
-  for (const auto& s : stats_) n += s->drops[static_cast<std::size_t>(d)].load();
+  for (const auto& s : stats_) n += s->drops[d];
   return n;
 }
 
@@ -954,9 +940,8 @@ std::string Relay::metrics_text() const {
   family("tern_relay_drops_total", "counter",
          "Messages and connects the relay refused, by reason.");
   for (std::size_t d = 0; d < kRelayDropCount; ++d) {
-    std::uint64_t v = 0;
-    for (const auto& s : stats_) v += s->drops[d].load();
-    o << "tern_relay_drops_total{reason=\"" << kDropNames[d] << "\"} " << v << '\n';
+    o << "tern_relay_drops_total{reason=\"" << drop_name(static_cast<RelayDrop>(d)) << "\"} "
+      << drops(static_cast<RelayDrop>(d)) << '\n';
   }
   filter_metrics(o);
   family("tern_relay_loop_seconds", "histogram",

@@ -25,6 +25,7 @@
 #pragma once
 
 #include "config.hpp"
+#include "drop_reasons.hpp"
 #include "shard.hpp"
 
 #if TERN_RELAY_HAVE_FILTER
@@ -59,15 +60,13 @@ inline constexpr std::uint32_t kRefusedRoomFull = 1;
 inline constexpr std::uint32_t kSlowConsumer = 2;     // could not keep up with its room
 inline constexpr std::uint32_t kMessageTooLarge = 3;  // sent a reliable message over the limit
 
-enum class RelayDrop : std::uint8_t {
-#define TERN_RELAY_DROP_ENUM(name, text) name,
-  TERN_RELAY_DROPS(TERN_RELAY_DROP_ENUM)
-#undef TERN_RELAY_DROP_ENUM
-      count_
-};
-inline constexpr std::size_t kRelayDropCount = static_cast<std::size_t>(RelayDrop::count_);
-const char* relay_drop_name(RelayDrop d);
-const char* relay_drop_help(RelayDrop d);
+enum class RelayDrop : std::uint8_t { TERN_RELAY_DROPS(TERN_DROP_ENUMERATOR) count_ };
+inline constexpr std::array kRelayDropReasons{TERN_RELAY_DROPS(TERN_DROP_REASON)};
+constexpr const auto& drop_reasons(RelayDrop) { return kRelayDropReasons; }
+inline constexpr std::size_t kRelayDropCount = base::kDropReasons<RelayDrop>;
+using base::drop_name;
+// Counted by one shard, read by any thread (/metrics, the stop summary).
+using RelayDropCounters = base::DropCounters<RelayDrop, std::atomic<std::uint64_t>>;
 
 // Published by each shard (single writer, relaxed), read by /metrics and the summary.
 struct RelayShardStats {
@@ -75,7 +74,7 @@ struct RelayShardStats {
   std::atomic<std::uint64_t> copies_out{0};   // copies handed to the protocol core
   std::atomic<std::uint64_t> members{0};      // this shard's peers that are in a room
   std::atomic<std::uint64_t> rooms{0};        // rooms with a member anywhere, as this shard sees
-  std::array<std::atomic<std::uint64_t>, kRelayDropCount> drops{};
+  RelayDropCounters drops;
   // Joins, leaves and bans a full ring refused, held and sent again in order (never lost).
   std::atomic<std::uint64_t> control_held{0};
   // Overload (see the header comment).

@@ -209,28 +209,6 @@ bool parse_ipv6(std::span<const std::byte> l3, const LinkConfig& local, const Rx
 
 }  // namespace
 
-const char* drop_name(Drop d) {
-  switch (d) {
-#define TERN_NET_DROP_NAME(name, text) \
-  case Drop::name: return #name;
-    TERN_NET_DROP_REASONS(TERN_NET_DROP_NAME)
-#undef TERN_NET_DROP_NAME
-    case Drop::count_: break;
-  }
-  return "unknown";
-}
-
-const char* drop_description(Drop d) {
-  switch (d) {
-#define TERN_NET_DROP_TEXT(name, text) \
-  case Drop::name: return text;
-    TERN_NET_DROP_REASONS(TERN_NET_DROP_TEXT)
-#undef TERN_NET_DROP_TEXT
-    case Drop::count_: break;
-  }
-  return "unknown";
-}
-
 std::uint32_t next_hop_v4(const LinkConfig& local, std::uint32_t dst) {
   if (local.ipv4_gateway == 0 || dst == 0xffffffffu) return dst;
   const unsigned prefix = local.ipv4_prefix_len > 32 ? 32u : local.ipv4_prefix_len;

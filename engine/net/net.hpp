@@ -5,6 +5,8 @@
 
 #include <tern/endpoint.hpp>
 
+#include "drop_reasons.hpp"
+
 #include <array>
 #include <bit>
 #include <cstddef>
@@ -76,7 +78,7 @@ struct LinkConfig {
 // it is inside local.ipv4/prefix_len (or no gateway is configured), otherwise the gateway.
 std::uint32_t next_hop_v4(const LinkConfig& local, std::uint32_t dst);
 
-// ---- drops ------------------------------------------------------------------------------------
+// ---- drops (the mechanism: engine/base/drop_reasons.hpp) ---------------------------------------
 
 // clang-format off
 #define TERN_NET_DROP_REASONS(X)                                                          \
@@ -99,28 +101,15 @@ std::uint32_t next_hop_v4(const LinkConfig& local, std::uint32_t dst);
   X(arp_malformed, "ARP not Ethernet/IPv4 request or reply, truncated or bad sender")
 // clang-format on
 
-enum class Drop : std::uint8_t {
-#define TERN_NET_DROP_ENUM(name, text) name,
-  TERN_NET_DROP_REASONS(TERN_NET_DROP_ENUM)
-#undef TERN_NET_DROP_ENUM
-      count_
-};
+enum class Drop : std::uint8_t { TERN_NET_DROP_REASONS(TERN_DROP_ENUMERATOR) count_ };
 
-inline constexpr std::size_t kDropCount = static_cast<std::size_t>(Drop::count_);
+inline constexpr std::array kDropReasonTable{TERN_NET_DROP_REASONS(TERN_DROP_REASON)};
+constexpr const auto& drop_reasons(Drop) { return kDropReasonTable; }
 
-const char* drop_name(Drop d);
-const char* drop_description(Drop d);
-
-struct DropCounters {
-  std::array<std::uint64_t, kDropCount> by_reason{};
-  void add(Drop d) { ++by_reason[static_cast<std::size_t>(d)]; }
-  std::uint64_t operator[](Drop d) const { return by_reason[static_cast<std::size_t>(d)]; }
-  std::uint64_t total() const {
-    std::uint64_t t = 0;
-    for (auto v : by_reason) t += v;
-    return t;
-  }
-};
+inline constexpr std::size_t kDropCount = base::kDropReasons<Drop>;
+using base::drop_description;
+using base::drop_name;
+using DropCounters = base::DropCounters<Drop>;
 
 // ---- checksums (RFC 1071) ---------------------------------------------------------------------
 

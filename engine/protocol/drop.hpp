@@ -1,5 +1,8 @@
-// Every datagram or command the core refuses has a name, and every name has a counter.
+// Every datagram or command the core refuses has a name, and every name has a counter
+// (the mechanism is engine/base/drop_reasons.hpp, shared with tern::net and tern-relay).
 #pragma once
+
+#include "drop_reasons.hpp"
 
 #include <array>
 #include <cstddef>
@@ -38,27 +41,14 @@ namespace tern::proto {
   X(extension_not_agreed, "Tern extension command from a peer that did not agree to it")
 // clang-format on
 
-enum class Drop : std::uint8_t {
-#define TERN_DROP_ENUM(name, text) name,
-  TERN_DROP_REASONS(TERN_DROP_ENUM)
-#undef TERN_DROP_ENUM
-      count_
-};
+enum class Drop : std::uint8_t { TERN_DROP_REASONS(TERN_DROP_ENUMERATOR) count_ };
 
-inline constexpr std::size_t kDropCount = static_cast<std::size_t>(Drop::count_);
+inline constexpr std::array kDropReasonTable{TERN_DROP_REASONS(TERN_DROP_REASON)};
+constexpr const auto& drop_reasons(Drop) { return kDropReasonTable; }
 
-const char* drop_name(Drop d);
-const char* drop_description(Drop d);
-
-struct DropCounters {
-  std::array<std::uint64_t, kDropCount> by_reason{};
-  void add(Drop d) { ++by_reason[static_cast<std::size_t>(d)]; }
-  std::uint64_t operator[](Drop d) const { return by_reason[static_cast<std::size_t>(d)]; }
-  std::uint64_t total() const {
-    std::uint64_t t = 0;
-    for (auto v : by_reason) t += v;
-    return t;
-  }
-};
+inline constexpr std::size_t kDropCount = base::kDropReasons<Drop>;
+using base::drop_description;
+using base::drop_name;
+using DropCounters = base::DropCounters<Drop>;
 
 }  // namespace tern::proto

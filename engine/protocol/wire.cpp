@@ -4,28 +4,6 @@
 
 namespace tern::proto {
 
-const char* drop_name(Drop d) {
-  switch (d) {
-#define TERN_DROP_NAME(name, text) \
-  case Drop::name: return #name;
-    TERN_DROP_REASONS(TERN_DROP_NAME)
-#undef TERN_DROP_NAME
-    case Drop::count_: break;
-  }
-  return "unknown";
-}
-
-const char* drop_description(Drop d) {
-  switch (d) {
-#define TERN_DROP_TEXT(name, text) \
-  case Drop::name: return text;
-    TERN_DROP_REASONS(TERN_DROP_TEXT)
-#undef TERN_DROP_TEXT
-    case Drop::count_: break;
-  }
-  return "unknown";
-}
-
 const char* cmd_name(Cmd c) {
   switch (c) {
     case Cmd::none: return "none";

@@ -3,7 +3,7 @@
 // rx_burst (parse_frame, zero-copy hand-up, mbuf free at the next burst). Items are datagrams
 // through both halves. DPDK's EAL runs with --no-huge; no root needed.
 //
-//   build-release/tests/dpdk/dpdk_frame_bench [--benchmark_min_time=1]
+//   build-release/tests/drivers/dpdk/dpdk_frame_bench [--benchmark_min_time=1]
 #include "dpdk_driver.hpp"
 #include "ring_loopback.hpp"
 

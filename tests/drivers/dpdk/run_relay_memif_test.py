@@ -86,10 +86,17 @@ def run(args):
                "--duration", "2", "--warmup", "0.5", "--quiet"]
         print("loadgen:", " ".join(cmd), flush=True)
         loadgen = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        # Midway through the run the port's own counters and link (read every 100 ms) reach
-        # /metrics through the shard counters.
-        time.sleep(1.5)
+        # While the run lasts, the port's own counters and link (read every 100 ms) reach
+        # /metrics through the shard counters: polled until they show the traffic, or the run
+        # ends (the check below then says what they did show).
+        def port_busy(m):
+            return (m.get("tern_relay_port_link_up") == "1" and
+                    int(m.get("tern_relay_port_rx_packets_total", "0")) > 1000 and
+                    int(m.get("tern_relay_port_tx_packets_total", "0")) > 1000)
         during = scrape(port + 1000)
+        while not port_busy(during) and loadgen.poll() is None:
+            time.sleep(0.05)
+            during = scrape(port + 1000)
         stdout, stderr = loadgen.communicate(timeout=STEP_TIMEOUT_S)
         r = subprocess.CompletedProcess(cmd, loadgen.returncode, stdout, stderr)
         port_rx = int(during.get("tern_relay_port_rx_packets_total", "0"))
@@ -116,9 +123,13 @@ def run(args):
         f.check(abs(int(v.get("sent", "0")) - 6400) <= 64,
                 f"sent ~6400 messages: {v.get('sent')}")
 
-        # With the loadgen gone the memif peer has disconnected: the link is reported down.
-        time.sleep(0.3)
+        # With the loadgen gone the memif peer has disconnected: the link is reported down
+        # (polled; the deadline only ends a wait for a link that never goes down).
+        deadline = time.monotonic() + 15
         after = scrape(port + 1000)
+        while after.get("tern_relay_port_link_up") != "0" and time.monotonic() < deadline:
+            time.sleep(0.05)
+            after = scrape(port + 1000)
         tx_dropped = after.get('tern_relay_tx_dropped_total{shard="0"}')
         f.check(after.get("tern_relay_port_link_up") == "0" and tx_dropped == "0",
                 f"/metrics after the loadgen left: link_up={after.get('tern_relay_port_link_up')}"

@@ -213,11 +213,16 @@ TEST_F(RelayTest, AJoinRefusedByAFullRingIsHeldAndDeliveredLater) {
   Client* y = nullptr;
   auto members0 = [&] { return relay_->stats(0).members.load(); };
   for (int attempt = 0; attempt < 16 && y == nullptr; ++attempt) {
+    // Shard 1 sleeps until this test has seen what it needs, not for a fixed time, so a slow
+    // machine cannot end the stall before the join was tried. The bound only keeps a broken
+    // test from hanging until the suite's timeout.
     std::atomic<bool> stalled{false};
+    std::atomic<bool> release{false};
     std::atomic<bool> resumed{false};
     ASSERT_TRUE(relay_->post(1, [&](rt::Shard&) {
       stalled = true;
-      std::this_thread::sleep_for(1000ms);
+      const auto bound = SteadyClock::now() + 60s;
+      while (!release.load() && SteadyClock::now() < bound) std::this_thread::sleep_for(1ms);
       resumed = true;
     }));
     ASSERT_TRUE(run_until([&] { return stalled.load(); }));
@@ -225,12 +230,16 @@ TEST_F(RelayTest, AJoinRefusedByAFullRingIsHeldAndDeliveredLater) {
     const std::uint64_t before = members0();
     const std::uint64_t held_before = relay_->stats(0).control_held.load();
     Client& c = connect(x_room);
-    ASSERT_TRUE(run_until([&] { return c.connected || c.disconnected; }));
-    // Joined on shard 0 (its member count moved) while shard 1 slept: its join was held.
-    ASSERT_TRUE(run_until([&] { return members0() > before || resumed.load(); }));
+    // A client on shard 0 joins while shard 1 sleeps; one on shard 1 cannot before it wakes,
+    // so a join not seen within a second is taken for shard 1's and the attempt repeated.
+    run_until([&] { return members0() > before; }, 1000ms);
     const bool on_shard0 = members0() > before;
-    const bool held = relay_->stats(0).control_held.load() > held_before;
+    // Joined on shard 0 (its member count moved) while shard 1 slept: its join was held.
+    const bool held =
+        on_shard0 && run_until([&] { return relay_->stats(0).control_held.load() > held_before; });
+    release = true;
     ASSERT_TRUE(run_until([&] { return resumed.load(); }));
+    ASSERT_TRUE(run_until([&] { return c.connected || c.disconnected; }));
     settle(200ms);  // shard 1 drains its rings; the held join follows
     if (on_shard0) {
       ASSERT_TRUE(held) << "shard 1 slept, yet the join went straight through";

@@ -130,8 +130,8 @@ with tempfile.TemporaryDirectory() as d:
     check(r.returncode != 0 and "missing.toml" in r.stderr, "missing config file named")
 
     # ---- the shipped sample parses (run with a port that cannot bind, so it stops) -----
-    sample = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "config",
-                          "relay.toml")
+    sample = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
+                          "config", "relay.toml")
     r = run(["--config", sample, "--listen", "127.0.0.1:0", "--metrics", "256.0.0.1:1"])
     check(r.returncode == 2 and "--metrics" in r.stderr and sample not in r.stderr,
           f"config/relay.toml loads cleanly (only the bad flag is refused): {r.stderr.strip()[:120]!r}")

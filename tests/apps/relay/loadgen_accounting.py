@@ -162,7 +162,13 @@ def stalled_relay():
                                     "--duration", "4", "--warmup", "1", "--max-queued", "4096",
                                     "--delivery", "reliable"],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(2.5)  # connected (~0.5 s), warm-up done, a second into the window
+        # Timed from the load generator's own start of traffic (its "connected" line), not
+        # from its launch: the stall lands a second into the window however long connecting
+        # took.
+        connected = loadgen.stdout.readline()
+        check(connected.startswith("connected 20/20"),
+              f"{what}: clients connected ({connected.strip()})")
+        time.sleep(2.0)  # the 1 s warm-up, then a second into the window
         relay.send_signal(signal.SIGSTOP)
         time.sleep(1.5)
         relay.send_signal(signal.SIGCONT)
