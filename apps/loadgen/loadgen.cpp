@@ -642,6 +642,7 @@ int run(const Config& config) {
   groups.per_group = per_group;
   for (std::size_t g = 0; g < ngroups; ++g) {
     rt::ShardGroupOptions o;
+    o.open_driver = rt::open_driver;
     if (config.driver == rt::DriverKind::dpdk) {
       o.bind = app::dpdk_client_bind(config.dpdk);
     } else if (sources > 0) {

@@ -158,6 +158,7 @@ struct Relay::ShardState {
 Relay::Relay(const RelayConfig& config)
     : config_(config), group_([&] {
         rt::ShardGroupOptions o;
+        o.open_driver = rt::open_driver;
         o.bind = config.listen;
         o.shards = config.shards != 0 ? config.shards : std::thread::hardware_concurrency();
         o.driver = config.driver == "uring" ? rt::DriverKind::uring : rt::DriverKind::socket;
