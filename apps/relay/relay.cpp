@@ -316,7 +316,7 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
       if (peers_.fetch_add(1, std::memory_order_relaxed) >= config_.max_peers) {
         peers_.fetch_sub(1, std::memory_order_relaxed);
         drop(RelayDrop::peer_limit);
-        s.core().disconnect(ev.peer, kRefusedPeerLimit);
+        s.disconnect(ev.peer, kRefusedPeerLimit);
         return;
       }
       m.counted = true;
@@ -326,7 +326,7 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
       if (room.total >= config_.max_room_size) {
         if (room.total == 0) st.rooms.erase(room_id);
         drop(RelayDrop::room_full);
-        s.core().disconnect(ev.peer, kRefusedRoomFull);
+        s.disconnect(ev.peer, kRefusedRoomFull);
         return;
       }
       if (room.on_shard.empty()) {
@@ -406,8 +406,8 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
           if (first->shard == me) {
             const PeerHandle to = first->peer;
             std::size_t deepest = 0;
-            copies = s.core().send_many(std::span(&to, 1), ev.channel, ev.delivery, ev.packet,
-                                        PeerHandle{}, &deepest);
+            copies = s.send_many(std::span(&to, 1), ev.channel, ev.delivery, ev.packet,
+                                 PeerHandle{}, &deepest);
             if (copies == 0) after_refusals(s, room, ev.delivery, ev.packet.size(), 1);
             fanned_out(s, room_id, room, deepest);
           } else {
@@ -428,8 +428,7 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
           std::count_if(room.local.begin(), room.local.end(),
                         [&](const PeerHandle& to) { return to != ev.peer; }));
       std::size_t deepest = 0;
-      copies =
-          s.core().send_many(room.local, ev.channel, ev.delivery, ev.packet, ev.peer, &deepest);
+      copies = s.send_many(room.local, ev.channel, ev.delivery, ev.packet, ev.peer, &deepest);
       if (copies != others) {
         after_refusals(s, room, ev.delivery, ev.packet.size(), others - copies);
       }
@@ -514,7 +513,7 @@ void Relay::on_message(rt::Shard& s, rt::ShardMessage& m) {
       std::size_t deepest = 0;
       const std::size_t n = room.local.size();
       const std::size_t copies =
-          s.core().send_many(room.local, m.channel, m.delivery, m.packet, PeerHandle{}, &deepest);
+          s.send_many(room.local, m.channel, m.delivery, m.packet, PeerHandle{}, &deepest);
       if (copies != n) after_refusals(s, room, m.delivery, m.packet.size(), n - copies);
       fanned_out(s, room_id, room, deepest);
       bump(stats.copies_out, copies);
@@ -539,8 +538,8 @@ void Relay::on_message(rt::Shard& s, rt::ShardMessage& m) {
       if (it == st.rooms.end()) return;
       std::size_t deepest = 0;
       const PeerHandle peer = m.peer;
-      if (s.core().send_many(std::span(&peer, 1), m.channel, m.delivery, m.packet, PeerHandle{},
-                             &deepest) == 1) {
+      if (s.send_many(std::span(&peer, 1), m.channel, m.delivery, m.packet, PeerHandle{},
+                      &deepest) == 1) {
         bump(stats.copies_out);
       } else {
         after_refusals(s, it->second, m.delivery, m.packet.size(), 1);
@@ -642,10 +641,10 @@ void Relay::after_refusals(rt::Shard& s, Room& room, Delivery delivery, std::siz
   std::vector<PeerHandle> slow;
   std::size_t leaving = 0;
   for (const PeerHandle& p : room.local) {
-    if (s.core().peer_state(p) != PeerState::connected) {
+    if (s.peer_state(p) != PeerState::connected) {
       ++leaving;
     } else if (delivery == Delivery::reliable && config_.member_backlog != 0 &&
-               s.core().queued_bytes(p) + size > config_.member_backlog) {
+               s.queued_bytes(p) + size > config_.member_backlog) {
       slow.push_back(p);
     }
   }
@@ -701,7 +700,7 @@ void Relay::set_hold(rt::Shard& s, Member& m, bool on) {
   if (m.held == on) return;
   m.held = on;
   // Released: what it sent meanwhile is acknowledged and delivered now (events before the flush).
-  s.core().hold_intake(m.peer, on);
+  s.hold_intake(m.peer, on);
   if (on) {
     ++st.held;
     bump(stats.holds);
@@ -735,7 +734,7 @@ void Relay::recheck_rooms(rt::Shard& s) {
       for (const PeerHandle& p : room.local) {
         Member* m = st.member(p);
         if (m == nullptr) continue;
-        const std::size_t backlog = s.core().queued_bytes(p);
+        const std::size_t backlog = s.queued_bytes(p);
         deepest = std::max(deepest, backlog);
         if (backlog < hold) {
           m->over_since_us = 0;
@@ -757,7 +756,7 @@ void Relay::recheck_rooms(rt::Shard& s) {
       if (!slow.empty()) {
         deepest = 0;
         for (const PeerHandle& p : it->second.local) {
-          deepest = std::max(deepest, s.core().queued_bytes(p));
+          deepest = std::max(deepest, s.queued_bytes(p));
         }
       }
       if (deepest < hold / 2) set_local_pressure(s, room_id, it->second, false);
@@ -792,7 +791,7 @@ void Relay::drop_member(rt::Shard& s, Member& m, std::uint32_t data) {
   if (m.leaving) return;
   leave_room(s, m);
   m.leaving = true;
-  s.core().disconnect(m.peer, data);
+  s.disconnect(m.peer, data);
 }
 
 void Relay::leave_room(rt::Shard& s, Member& m) {
