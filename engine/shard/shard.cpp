@@ -167,6 +167,7 @@ void Shard::run(const Endpoint& bind,
   const Endpoint local = local_ = driver->local_endpoint();
   ready(&local, {});
   run_with(*driver);
+  io_.reset();  // it refers to the driver, which closes here
 }
 
 void Shard::run_with(Driver& driver) {
