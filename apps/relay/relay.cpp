@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
-#include <map>
 #include <sstream>
 #include <thread>
 #include <unordered_map>
@@ -163,7 +162,7 @@ Relay::Relay(const RelayConfig& config)
         o.shards = config.shards != 0 ? config.shards : std::thread::hardware_concurrency();
         o.driver = config.driver == "uring" ? rt::DriverKind::uring : rt::DriverKind::socket;
         if (config.driver == "dpdk") {
-          // The process set the port up (drv::dpdk_init, main.cpp); the shards take the
+          // The process set the port up (app::DpdkSession, main.cpp); the shards take the
           // configured IPv4 address and listen's UDP port.
           o.driver = rt::DriverKind::dpdk;
           o.bind = Endpoint::v4(0, config.listen.port);
@@ -212,74 +211,42 @@ Relay::Relay(const RelayConfig& config)
   group_.set_event_handler([this](rt::Shard& s, Event& ev) { on_event(s, ev); });
   group_.set_message_handler([this](rt::Shard& s, rt::ShardMessage& m) { on_message(s, m); });
   group_.set_tick_handler([this](rt::Shard& s) { return tick(s); });
-#if TERN_RELAY_HAVE_FILTER
   if (!config_.rules_path.empty()) {
-    for (std::size_t i = 0; i < n; ++i) {
-      filters_.push_back(std::make_unique<filter::ShardFilter>(hub_));
-    }
+    filter_.enable(n);
     group_.set_batch_filter(
         [this](rt::Shard& s, std::span<rt::RxFrame> frames) { return filter_batch(s, frames); });
   }
-#endif
 }
 
 Relay::~Relay() { group_.stop(std::chrono::milliseconds(0)); }
 
 bool Relay::start(std::string& error) {
-  if (!config_.rules_path.empty()) {
-#if TERN_RELAY_HAVE_FILTER
-    if (!hub_.load(config_.rules_path, error)) return false;
-#else
-    error = "filter rules given (" + config_.rules_path +
-            ") but this tern-relay was built without Hyperscan";
-    return false;
-#endif
-  }
+  if (!config_.rules_path.empty() && !filter_.load(config_.rules_path, error)) return false;
   return group_.start(error);
 }
 
-bool Relay::filtering() const {
-#if TERN_RELAY_HAVE_FILTER
-  return !filters_.empty();
-#else
-  return false;
-#endif
-}
+bool Relay::filtering() const { return filter_.enabled(); }
 
 bool Relay::reload_rules(std::string& error) {
-#if TERN_RELAY_HAVE_FILTER
-  if (filtering()) return hub_.load(config_.rules_path, error);
-#endif
+  if (filtering()) return filter_.load(config_.rules_path, error);
   error = "no filter rules configured";
   return false;
 }
 
-#if TERN_RELAY_HAVE_FILTER
 // The datagram scope: every received burst, before the protocol decodes it. Dropped frames are
 // counted in the filter's totals.
 std::size_t Relay::filter_batch(rt::Shard& s, std::span<rt::RxFrame> frames) {
-  filter::ShardFilter& f = *filters_[s.index()];
-  f.refresh();
-  const std::uint64_t now_ms = s.now_us() / 1000;
-  std::size_t keep = 0;
-  for (rt::RxFrame& frame : frames) {
-    if (f.check(filter::Scope::datagram, frame.from, frame.bytes, now_ms) ==
-        filter::Verdict::drop) {
-      continue;
-    }
-    frames[keep++] = frame;
-  }
-  if (f.pending_new_bans() != 0) share_new_bans(s);
+  const std::size_t keep = filter_.keep_datagrams(s.index(), frames, s.now_us() / 1000);
+  if (filter_.has_new_bans(s.index())) share_new_bans(s);
   return keep;
 }
 
 // A ban one shard's rules decided holds on every shard: the kernel may steer the same address
 // (other ports) anywhere.
 void Relay::share_new_bans(rt::Shard& s) {
-  filter::ShardFilter& f = *filters_[s.index()];
-  std::array<filter::BanRecord, 16> bans;
+  std::array<FilterBan, 16> bans;
   std::size_t n;
-  while ((n = f.take_new_bans(bans)) != 0) {
+  while ((n = filter_.take_new_bans(s.index(), bans)) != 0) {
     for (std::size_t i = 0; i < n; ++i) {
       for (std::size_t t = 0; t < group_.size(); ++t) {
         if (t == s.index()) continue;
@@ -294,10 +261,6 @@ void Relay::share_new_bans(rt::Shard& s) {
     }
   }
 }
-#else
-std::size_t Relay::filter_batch(rt::Shard&, std::span<rt::RxFrame> frames) { return frames.size(); }
-void Relay::share_new_bans(rt::Shard&) {}
-#endif
 
 bool Relay::stop() { return group_.stop(std::chrono::milliseconds(config_.drain_timeout_ms)); }
 
@@ -383,15 +346,12 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
         }
         return;
       }
-#if TERN_RELAY_HAVE_FILTER
-      if (!filters_.empty()) {
-        filter::ShardFilter& f = *filters_[me];
-        const filter::Verdict v =
-            f.check(filter::Scope::message, ev.address, ev.packet.bytes(), s.now_us() / 1000);
-        if (f.pending_new_bans() != 0) share_new_bans(s);
-        if (v == filter::Verdict::drop) return drop(RelayDrop::filtered);
+      if (filter_.enabled()) {
+        const bool dropped =
+            filter_.drops_message(me, ev.address, ev.packet.bytes(), s.now_us() / 1000);
+        if (filter_.has_new_bans(me)) share_new_bans(s);
+        if (dropped) return drop(RelayDrop::filtered);
       }
-#endif
       const std::uint32_t room_id = m->room;
       auto it = st.rooms.find(room_id);
       if (it == st.rooms.end()) return;
@@ -520,15 +480,13 @@ void Relay::on_message(rt::Shard& s, rt::ShardMessage& m) {
       return;
     }
     case kBan: {
-#if TERN_RELAY_HAVE_FILTER
-      if (!filters_.empty() && m.packet.size() == 24) {
+      if (filter_.enabled() && m.packet.size() == 24) {
         Endpoint source;
         std::uint64_t until_ms;
         std::memcpy(source.addr.data(), m.packet.bytes().data(), 16);
         std::memcpy(&until_ms, m.packet.bytes().data() + 16, 8);
-        filters_[s.index()]->ban(source, until_ms);
+        filter_.ban(s.index(), source, until_ms);
       }
-#endif
       return;
     }
     case kToPeer: {
@@ -1005,44 +963,6 @@ void Relay::port_metrics(std::ostream& o) const {
          p.tx_errors);
 }
 
-void Relay::filter_metrics(std::ostream& o) const {
-#if TERN_RELAY_HAVE_FILTER
-  if (filters_.empty()) return;
-  // Per rule id, summed over shards (a shard that has not yet taken a reloaded set still
-  // reports the old set's rules).
-  std::map<std::uint32_t, std::uint64_t> hits;
-  filter::FilterTotals t;
-  for (const auto& f : filters_) {
-    if (auto c = f->rule_counters()) {
-      for (const filter::RuleCounter& r : c->counters) hits[r.id] += r.hits.load();
-    }
-    const filter::FilterTotals ft = f->totals();
-    t.scanned += ft.scanned;
-    t.dropped += ft.dropped;
-    t.banned_drops += ft.banned_drops;
-    t.limited_drops += ft.limited_drops;
-    t.bans_created += ft.bans_created;
-  }
-  o << "# HELP tern_relay_filter_rule_hits_total Payloads each filter rule matched.\n"
-       "# TYPE tern_relay_filter_rule_hits_total counter\n";
-  for (const auto& [id, n] : hits) {
-    o << "tern_relay_filter_rule_hits_total{rule=\"" << id << "\"} " << n << '\n';
-  }
-  o << "# HELP tern_relay_filter_scanned_total Payloads scanned (datagrams and messages).\n"
-       "# TYPE tern_relay_filter_scanned_total counter\n"
-    << "tern_relay_filter_scanned_total " << t.scanned << '\n'
-    << "# HELP tern_relay_filter_dropped_total Payloads the filter dropped, by cause.\n"
-       "# TYPE tern_relay_filter_dropped_total counter\n"
-    << "tern_relay_filter_dropped_total{cause=\"rule\"} "
-    << t.dropped - t.banned_drops - t.limited_drops << '\n'
-    << "tern_relay_filter_dropped_total{cause=\"banned\"} " << t.banned_drops << '\n'
-    << "tern_relay_filter_dropped_total{cause=\"limited\"} " << t.limited_drops << '\n'
-    << "# HELP tern_relay_filter_bans_total Bans the rules decided.\n"
-       "# TYPE tern_relay_filter_bans_total counter\n"
-    << "tern_relay_filter_bans_total " << t.bans_created << '\n';
-#else
-  (void)o;
-#endif
-}
+void Relay::filter_metrics(std::ostream& o) const { filter_.metrics(o); }
 
 }  // namespace tern::relay
