@@ -1,11 +1,8 @@
+// The apps' DPDK set-up with the DPDK driver built (dpdk_session_off.cpp stands in without it).
 #include "common/dpdk_session.hpp"
 
-#if TERN_APP_HAVE_DPDK
+#include "common/dpdk_file.hpp"
 #include "dpdk_driver.hpp"
-#endif
-#if TERN_APP_HAVE_DPDK_CONFIG
-#include "dpdk_config.hpp"
-#endif
 
 #include <unistd.h>
 
@@ -13,63 +10,68 @@
 
 namespace tern::app {
 
+struct DpdkSession::Settings {
+  drv::DpdkConfig config;
+};
+
+DpdkSession::DpdkSession(std::string app)
+    : app_(std::move(app)), settings_(std::make_unique<Settings>()) {}
+
 DpdkSession::~DpdkSession() {
-#if TERN_APP_HAVE_DPDK
-  if (!open_) return;
+  if (!started_) return;
   if (drv::dpdk_initialized()) {
     std::fprintf(stderr, "%s: dpdk %s\n", app_.c_str(),
                  drv::format_dpdk_stats(drv::dpdk_closed_drivers_stats()).c_str());
   }
   drv::dpdk_shutdown();
-#endif
 }
 
-bool DpdkSession::open(const DpdkOptions& o, unsigned queues, std::string& error) {
-#if TERN_APP_HAVE_DPDK
-  drv::DpdkConfig c;
-  if (!o.config.empty()) {
-#if TERN_APP_HAVE_DPDK_CONFIG
-    if (!drv::load_dpdk_config(o.config, c, error)) return false;
-#else
-    error = "--dpdk-config: this build has no TOML support (toml++ not found)";
-    return false;
-#endif
-  }
-  // Flags override the file.
+bool DpdkSession::read_file(const std::string& path, std::string& error) {
+  drv::DpdkConfig from_file;
+  if (!read_dpdk_file(path, from_file, error)) return false;
+  settings_->config = std::move(from_file);
+  return true;
+}
+
+bool DpdkSession::apply_flags(const DpdkOptions& o, std::string& error) {
   const drv::DpdkFlags flags{o.port, o.ip, o.gateway, o.gateway_mac, o.mac, o.eal, o.mbufs, o.huge};
-  if (!drv::apply_dpdk_flags(flags, c, error)) return false;
-  if (c.port.empty()) {
-    error = "--driver dpdk needs a port (--dpdk-port SPEC or port in the [dpdk] file)";
-    return false;
-  }
-  if (c.link.ipv4 == 0) {
-    error = "--driver dpdk needs an address (--dpdk-ip A.B.C.D/NN or ip in the [dpdk] file)";
-    return false;
-  }
-  open_ = true;
+  return drv::apply_dpdk_flags(flags, settings_->config, error);
+}
+
+bool DpdkSession::has_port() const { return !settings_->config.port.empty(); }
+
+bool DpdkSession::has_address() const { return settings_->config.link.ipv4 != 0; }
+
+bool DpdkSession::start(unsigned queues, std::string& error) {
+  const drv::DpdkConfig& c = settings_->config;
+  started_ = true;
   if (!drv::dpdk_init(c, queues, error)) return false;
   const net::LinkConfig link = drv::dpdk_link();
   std::fprintf(stderr, "%s: dpdk port %s mac %s, %s\n", app_.c_str(), c.port.c_str(),
                drv::format_mac(link.mac).c_str(), drv::dpdk_describe().c_str());
   return true;
-#else
-  (void)o;
-  (void)queues;
-  error = "--driver dpdk: this build has no DPDK driver";
-  return false;
-#endif
+}
+
+bool DpdkSession::open(const DpdkOptions& o, unsigned queues, std::string& error) {
+  if (!o.config.empty() && !read_file(o.config, error)) return false;
+  // Flags override the file.
+  if (!apply_flags(o, error)) return false;
+  if (!has_port()) {
+    error = "--driver dpdk needs a port (--dpdk-port SPEC or port in the [dpdk] file)";
+    return false;
+  }
+  if (!has_address()) {
+    error = "--driver dpdk needs an address (--dpdk-ip A.B.C.D/NN or ip in the [dpdk] file)";
+    return false;
+  }
+  return start(queues, error);
 }
 
 Endpoint dpdk_client_bind(const DpdkOptions& o) {
-#if TERN_APP_HAVE_DPDK
   const net::LinkConfig link = drv::dpdk_link();
   const std::uint16_t port =
       o.local_port != 0 ? o.local_port : static_cast<std::uint16_t>(40000 + ::getpid() % 20000);
   return Endpoint::v4(link.ipv4, port);
-#else
-  (void)o;
-  return Endpoint::v4(0, 0);
-#endif
 }
 
 }  // namespace tern::app

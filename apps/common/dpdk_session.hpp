@@ -1,31 +1,48 @@
-// --driver dpdk: the process-wide DPDK set-up (EAL and port) tern-ping and tern-loadgen need
-// before their shard groups start, undone when the guard goes. In a build without the DPDK
-// driver, open() refuses and the rest does nothing.
+// --driver dpdk: the process-wide DPDK set-up (EAL and port) the apps need before their shard
+// groups start, undone when the guard goes. The apps' one place for DPDK: dpdk_session.cpp is
+// built with the DPDK driver and dpdk_session_off.cpp without it (meson picks), where every
+// step refuses with a reason, so no app carries an #if for DPDK. Whether the build has it:
+// drv::driver_built(rt::DriverKind::dpdk) (drivers/factory).
 #pragma once
 
 #include "common/dpdk_options.hpp"
 
 #include <tern/endpoint.hpp>
 
+#include <memory>
 #include <string>
 
 namespace tern::app {
 
 class DpdkSession {
  public:
-  explicit DpdkSession(std::string app) : app_(std::move(app)) {}
+  explicit DpdkSession(std::string app);
   DpdkSession(const DpdkSession&) = delete;
   DpdkSession& operator=(const DpdkSession&) = delete;
   // Prints "APP: dpdk <the port's and drivers' counters>" and shuts the port and the EAL down.
   // Declare the guard before the shard groups so they (and their drivers) are gone first.
   ~DpdkSession();
-  // A --dpdk-config file first, the flags over it, then drv::dpdk_init with `queues` queue
-  // pairs; prints "APP: dpdk port ... mac ..." on success. False with a reason.
+
+  // The settings, step by step (tern-relay's order: its file's [dpdk] section, a --dpdk-config
+  // file, the flags). read_file replaces them with a TOML file's [dpdk] table (keys it lacks
+  // take their defaults); false with "FILE: dpdk.KEY: reason" and the like.
+  bool read_file(const std::string& path, std::string& error);
+  // The --dpdk-* values over the settings (the config path and local port are not read).
+  bool apply_flags(const DpdkOptions& flags, std::string& error);
+  bool has_port() const;
+  bool has_address() const;
+  // drv::dpdk_init with `queues` queue pairs; prints "APP: dpdk port ... mac ..." on success.
+  bool start(unsigned queues, std::string& error);
+
+  // All of it for tern-ping and tern-loadgen: --dpdk-config first, the flags over it, the port
+  // and address checked, then start(queues). False with a reason.
   bool open(const DpdkOptions& options, unsigned queues, std::string& error);
 
  private:
+  struct Settings;  // drv::DpdkConfig, which needs the DPDK driver's header
   std::string app_;
-  bool open_ = false;
+  std::unique_ptr<Settings> settings_;
+  bool started_ = false;
 };
 
 // Where a client group binds: the configured IPv4 address and --dpdk-local-port (or

@@ -249,8 +249,7 @@ void send_message(Lane& lane, rt::Shard& shard, Client& client, std::uint64_t no
   app::store_le<std::uint64_t>(bytes, 8, now);
   bytes[16] = static_cast<std::byte>(delivery);
   std::memset(bytes.data() + kHeaderBytes, 0x5a, bytes.size() - kHeaderBytes);
-  const tern::SendResult result =
-      shard.core().send(client.handle, channel, delivery, std::move(packet));
+  const tern::SendResult result = shard.send(client.handle, channel, delivery, std::move(packet));
   // Refused for a full queue (--max-queued): the target is not keeping up. The message was
   // due, so its copies are owed and, never sent, count as lost.
   const bool refused = result == tern::SendResult::queue_full;
@@ -337,8 +336,8 @@ void on_event(Lane& lane, rt::Shard& shard, tern::Event& ev) {
       // connection is complete on its side (its join handled), so an acknowledged probe shows
       // this sender joined before any spectator connects. Nobody is in the room to get it.
       if (lane.lg->config.broadcast && client.sender &&
-          shard.core().send(client.handle, 0, tern::Delivery::reliable,
-                            tern::Packet::copy_of(std::span<const std::byte>(kProbe))) !=
+          shard.send(client.handle, 0, tern::Delivery::reliable,
+                     tern::Packet::copy_of(std::span<const std::byte>(kProbe))) !=
               tern::SendResult::ok) {
         ++lane.send_failed;
       }
@@ -367,7 +366,7 @@ void count_registered(Lane& lane, rt::Shard& shard) {
   for (Client& client : lane.clients) {
     if (!client.sender || !client.connected || client.registered) continue;
     tern::PeerStats s;
-    if (shard.core().peer_stats(client.handle, s) && s.reliable_in_transit == 0 &&
+    if (shard.peer_stats(client.handle, s) && s.reliable_in_transit == 0 &&
         s.queued_outgoing == 0) {
       client.registered = true;
       bump(lane.registered);
@@ -384,7 +383,7 @@ void connect_wave(Lane& lane, rt::Shard& shard, int wave) {
   for (std::uint32_t k = 0; k < lane.clients.size(); ++k) {
     Client& client = lane.clients[k];
     if ((c.broadcast && !client.sender ? 1 : 0) != wave) continue;
-    client.handle = shard.core().connect(shard.now_us(), c.target, c.channels, client.room);
+    client.handle = shard.connect(c.target, c.channels, client.room);
     if (!client.handle.valid()) {
       bump(lane.connect_failed);
       continue;
@@ -642,6 +641,7 @@ int run(const Config& config) {
   groups.per_group = per_group;
   for (std::size_t g = 0; g < ngroups; ++g) {
     rt::ShardGroupOptions o;
+    o.open_driver = rt::open_driver;
     if (config.driver == rt::DriverKind::dpdk) {
       o.bind = app::dpdk_client_bind(config.dpdk);
     } else if (sources > 0) {

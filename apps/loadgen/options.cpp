@@ -1,6 +1,7 @@
 #include "options.hpp"
 
 #include "common/cli.hpp"
+#include "driver_factory.hpp"
 
 #include <string_view>
 
@@ -186,7 +187,8 @@ bool parse_runtime(const CommandLine& cl, Config& c, std::string& error) {
 
 bool parse_dpdk(const CommandLine& cl, Config& c, std::string& error) {
   const bool dpdk = c.driver == rt::DriverKind::dpdk;
-  if (!app::read_dpdk_flags(cl, dpdk, rt::dpdk_driver_built(), c.dpdk, error)) return false;
+  if (!app::read_dpdk_flags(cl, dpdk, drv::driver_built(rt::DriverKind::dpdk), c.dpdk, error))
+    return false;
   if (!dpdk) return true;
   if (!c.target.is_v4()) {
     error = "--driver dpdk is IPv4 only, but --target is IPv6";

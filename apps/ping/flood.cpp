@@ -112,7 +112,7 @@ bool send_message(const Flood& f, FloodShard& fs, rt::Shard& shard, FloodPeer& p
   if (bytes.size() > kHeaderBytes) {
     std::memset(bytes.data() + kHeaderBytes, 0, bytes.size() - kHeaderBytes);
   }
-  if (shard.core().send(peer.handle, f.config.channel, f.config.delivery, std::move(packet)) !=
+  if (shard.send(peer.handle, f.config.channel, f.config.delivery, std::move(packet)) !=
       tern::SendResult::ok) {
     ++fs.send_failed;
     return false;
@@ -198,8 +198,7 @@ void connect_all(Flood& f, rt::Shard& shard) {
   FloodShard& fs = *f.shards[shard.index()];
   for (std::uint32_t k = 0; k < fs.peers.size(); ++k) {
     FloodPeer& peer = fs.peers[k];
-    peer.handle = shard.core().connect(shard.now_us(), f.config.server,
-                                       std::size_t{f.config.channel} + 1, peer.global);
+    peer.handle = shard.connect(f.config.server, std::size_t{f.config.channel} + 1, peer.global);
     if (!peer.handle.valid()) {
       bump(fs.connect_failed);
       continue;

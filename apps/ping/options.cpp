@@ -1,6 +1,7 @@
 #include "options.hpp"
 
 #include "common/cli.hpp"
+#include "driver_factory.hpp"
 
 #include <sched.h>
 
@@ -137,7 +138,8 @@ bool affinity_unrestricted() {
 
 bool parse_dpdk(const CommandLine& cl, bool serve, RuntimeConfig& r, std::string& error) {
   const bool dpdk = r.driver == rt::DriverKind::dpdk;
-  if (!app::read_dpdk_flags(cl, dpdk, rt::dpdk_driver_built(), r.dpdk, error)) return false;
+  if (!app::read_dpdk_flags(cl, dpdk, drv::driver_built(rt::DriverKind::dpdk), r.dpdk, error))
+    return false;
   if (!dpdk) return true;
   if (serve && cl.has("dpdk-local-port")) {
     error = "--dpdk-local-port is for clients (the server uses the port of --serve)";

@@ -66,7 +66,7 @@ void send_ping(rt::Shard& shard, PingRun& run) {
   for (std::size_t i = kSeqBytes; i < bytes.size(); ++i) bytes[i] = pattern_byte(run.seq, i);
   run.sent_ns = now_ns();
   const tern::SendResult r =
-      shard.core().send(run.peer, run.config.channel, run.config.delivery, std::move(ping));
+      shard.send(run.peer, run.config.channel, run.config.delivery, std::move(ping));
   if (r != tern::SendResult::ok) {
     return run.fail(std::string("send failed: ") + tern::to_string(r));
   }
@@ -148,8 +148,7 @@ int run_ping(const PingConfig& config) {
     return kExitFailure;
   }
   group.post(0, [&run](rt::Shard& shard) {
-    run.peer = shard.core().connect(shard.now_us(), run.config.server,
-                                    std::size_t{run.config.channel} + 1, 0);
+    run.peer = shard.connect(run.config.server, std::size_t{run.config.channel} + 1, 0);
     if (!run.peer.valid()) {
       run.fail("cannot start connecting to " + run.config.server.to_string());
     }

@@ -11,6 +11,7 @@ rt::ShardGroupOptions group_options(const RuntimeConfig& runtime, const tern::En
                                     bool share_port, std::size_t peer_limit,
                                     std::uint32_t channel_limit) {
   rt::ShardGroupOptions o;
+  o.open_driver = rt::open_driver;
   o.bind = bind;
   o.shards = runtime.shards;
   o.driver = runtime.driver;

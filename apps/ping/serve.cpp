@@ -51,19 +51,19 @@ int run_server(const ServeConfig& config) {
     switch (ev.type) {
       case tern::EventType::receive:
         // Zero copy: the received packet goes back out as it is.
-        if (shard.core().send(ev.peer, ev.channel, ev.delivery, std::move(ev.packet)) !=
+        if (shard.send(ev.peer, ev.channel, ev.delivery, std::move(ev.packet)) !=
             tern::SendResult::ok) {
           ++st.echo_failed;
         }
         break;
       case tern::EventType::connect:
         st.live.store(st.live.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-        st.retransmits = shard.core().counters().retransmits;
+        st.retransmits = shard.retransmits();
         break;
       case tern::EventType::disconnect:
         st.live.store(st.live.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
         if (ev.reason == tern::DisconnectReason::timeout) ++st.timeouts;
-        st.retransmits = shard.core().counters().retransmits;
+        st.retransmits = shard.retransmits();
         break;
       case tern::EventType::none: break;
     }

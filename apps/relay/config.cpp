@@ -5,10 +5,6 @@
 
 #include <toml++/toml.h>
 
-#if TERN_RELAY_HAVE_DPDK_CONFIG
-#include "dpdk_config.hpp"
-#endif
-
 #include <charconv>
 #include <sstream>
 
@@ -272,18 +268,11 @@ bool load_config_file(const std::string& path, RelayConfig& config, std::string&
     return false;
   }
 
-  // [dpdk]: the DPDK driver's own reader (drivers/dpdk/dpdk_config.hpp), so the keys are the
-  // same as every other app's. Read whatever the driver; used with driver = "dpdk".
-  if (const toml::table* t = r.section(root, "dpdk")) {
+  // [dpdk]: the DPDK driver's own reader checks it (main.cpp, app::DpdkSession), so the keys
+  // are the same as every other app's.
+  if (r.section(root, "dpdk") != nullptr) {
     c.dpdk_section = true;
-#if TERN_RELAY_HAVE_DPDK_CONFIG
-    if (!drv::dpdk_config_from_toml(*t, path, c.dpdk, error)) return false;
-#else
-    (void)t;
-    if (c.driver == "dpdk") {
-      return r.fail("dpdk", "this build has no DPDK driver (libdpdk or toml++ not found)");
-    }
-#endif
+    c.dpdk_file = path;
   } else if (!error.empty()) {
     return false;
   }

@@ -4,10 +4,6 @@
 
 #include <tern/endpoint.hpp>
 
-#if TERN_RELAY_HAVE_DPDK
-#include "dpdk_driver.hpp"
-#endif
-
 #include <algorithm>
 #include <cstdint>
 #include <optional>
@@ -93,10 +89,10 @@ struct RelayConfig {
   // driver = "dpdk": the port, the address and the EAL, from the file's [dpdk] section (same
   // keys as config/dpdk-*.toml) and the --dpdk-* flags. The UDP port is listen's port; listen's
   // address is ignored (the address is dpdk.ip).
-  bool dpdk_section = false;  // the file had a [dpdk] section
-#if TERN_RELAY_HAVE_DPDK
-  drv::DpdkConfig dpdk;
-#endif
+  // The file had a [dpdk] section: read and checked by main.cpp through app::DpdkSession
+  // (drivers/dpdk's reader, the same keys as every app's), whatever the driver.
+  bool dpdk_section = false;
+  std::string dpdk_file;  // that file
 };
 
 // Reads `path` into `config`. On failure returns false and `error` names the file, the key and

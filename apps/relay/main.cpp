@@ -12,13 +12,8 @@
 
 #include "common/cli.hpp"
 #include "common/dpdk_options.hpp"
-
-#if TERN_RELAY_HAVE_DPDK
-#include "dpdk_driver.hpp"
-#endif
-#if TERN_RELAY_HAVE_DPDK_CONFIG
-#include "dpdk_config.hpp"
-#endif
+#include "common/dpdk_session.hpp"
+#include "driver_factory.hpp"
 
 #include <pthread.h>
 #include <signal.h>
@@ -250,29 +245,28 @@ bool apply_flags(const app::CommandLine& cl, RelayConfig& c, std::string& why) {
   return true;
 }
 
-// --driver dpdk: the [dpdk] settings (file section, --dpdk-config, flags) into config.dpdk,
+// --driver dpdk: the [dpdk] settings (file section, --dpdk-config, flags) into `dpdk`,
 // checked; false with "FILE: dpdk.KEY: reason" or "--flag: reason". Also refuses --dpdk-*
-// without the dpdk driver.
-bool apply_dpdk(const app::CommandLine& cl, RelayConfig& c, std::string& why) {
-  const bool dpdk = c.driver == "dpdk";
+// without the dpdk driver. The file's [dpdk] section is checked whatever the driver.
+bool apply_dpdk(const app::CommandLine& cl, RelayConfig& c, app::DpdkSession& dpdk,
+                std::string& why) {
+  const bool want = c.driver == "dpdk";
   for (std::string_view f : cl.names()) {
-    if (f.substr(0, 5) == "dpdk-" && !dpdk) {
+    if (f.substr(0, 5) == "dpdk-" && !want) {
       return why = "--" + std::string(f) + " needs --driver dpdk", false;
     }
   }
-  if (!dpdk) return true;
-#if TERN_RELAY_HAVE_DPDK
-  drv::DpdkConfig& d = c.dpdk;
-  if (auto v = cl.value("dpdk-config")) {
-#if TERN_RELAY_HAVE_DPDK_CONFIG
-    drv::DpdkConfig from_file;
-    if (!drv::load_dpdk_config(std::string(*v), from_file, why)) return false;
-    d = from_file;
-#else
-    return why = "--dpdk-config: this build has no TOML support for it", false;
-#endif
+  const bool built = drv::driver_built(rt::DriverKind::dpdk);
+  if (want && !built) {
+    return why = "--driver dpdk: this build has no DPDK driver (libdpdk not found at build time)",
+           false;
   }
-  drv::DpdkFlags flags;
+  if (built && c.dpdk_section && !dpdk.read_file(c.dpdk_file, why)) return false;
+  if (!want) return true;
+  if (auto v = cl.value("dpdk-config")) {
+    if (!dpdk.read_file(std::string(*v), why)) return false;
+  }
+  app::DpdkOptions flags;
   if (auto v = cl.value("dpdk-port")) flags.port = std::string(*v);
   if (auto v = cl.value("dpdk-ip")) flags.ip = std::string(*v);
   if (auto v = cl.value("dpdk-mac")) flags.mac = std::string(*v);
@@ -283,14 +277,14 @@ bool apply_dpdk(const app::CommandLine& cl, RelayConfig& c, std::string& why) {
   }
   flags.huge = cl.has("dpdk-huge");
   if (auto v = cl.value("dpdk-eal")) flags.eal = app::split_words(*v);
-  if (!drv::apply_dpdk_flags(flags, d, why)) return false;
-  if (d.port.empty()) {
+  if (!dpdk.apply_flags(flags, why)) return false;
+  if (!dpdk.has_port()) {
     return why =
                "--driver dpdk needs a port: [dpdk] port in the config file, --dpdk-config "
                "FILE or --dpdk-port SPEC",
            false;
   }
-  if (d.link.ipv4 == 0) {
+  if (!dpdk.has_address()) {
     return why =
                "--driver dpdk needs an address: [dpdk] ip in the config file, --dpdk-config "
                "FILE or --dpdk-ip A.B.C.D/NN",
@@ -299,47 +293,7 @@ bool apply_dpdk(const app::CommandLine& cl, RelayConfig& c, std::string& why) {
   if (c.listen.port == 0) return why = "--driver dpdk needs a non-zero listen port", false;
   if (c.shards == 0) c.shards = 1;  // poll mode: one queue unless asked
   return true;
-#else
-  return why = "--driver dpdk: this build has no DPDK driver (libdpdk not found at build time)",
-         false;
-#endif
 }
-
-// The DPDK EAL and port for --driver dpdk, set up before the relay's shard group starts and
-// shut down after it is gone: declare it before the Relay.
-class DpdkSetup {
- public:
-  DpdkSetup() = default;
-  DpdkSetup(const DpdkSetup&) = delete;
-  DpdkSetup& operator=(const DpdkSetup&) = delete;
-  ~DpdkSetup() {
-#if TERN_RELAY_HAVE_DPDK
-    if (!open_) return;
-    if (drv::dpdk_initialized()) {
-      std::fprintf(stderr, "tern-relay: dpdk %s\n",
-                   drv::format_dpdk_stats(drv::dpdk_closed_drivers_stats()).c_str());
-    }
-    drv::dpdk_shutdown();
-#endif
-  }
-  bool open(const RelayConfig& c, std::string& error) {
-    if (c.driver != "dpdk") return true;
-#if TERN_RELAY_HAVE_DPDK
-    open_ = true;
-    if (!drv::dpdk_init(c.dpdk, static_cast<unsigned>(c.shards), error)) return false;
-    const net::LinkConfig link = drv::dpdk_link();
-    std::fprintf(stderr, "tern-relay: dpdk port %s mac %s, %s\n", c.dpdk.port.c_str(),
-                 drv::format_mac(link.mac).c_str(), drv::dpdk_describe().c_str());
-    return true;
-#else
-    error = "this build has no DPDK driver";
-    return false;
-#endif
-  }
-
- private:
-  bool open_ = false;
-};
 
 }  // namespace
 
@@ -359,7 +313,10 @@ int main(int argc, char** argv) {
     }
   }
   if (!apply_flags(cl, config, error)) return usage_error(error);
-  if (!apply_dpdk(cl, config, error)) {
+  // The DPDK EAL and port for --driver dpdk, set up before the relay's shard group starts and
+  // shut down after it is gone: declared before the Relay.
+  app::DpdkSession dpdk("tern-relay");
+  if (!apply_dpdk(cl, config, dpdk, error)) {
     std::fprintf(stderr, "tern-relay: %s\n", error.c_str());
     return kExitUsage;
   }
@@ -372,8 +329,7 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  DpdkSetup dpdk;  // before the relay: its shard group (and drivers) go first
-  if (!dpdk.open(config, error)) {
+  if (config.driver == "dpdk" && !dpdk.start(static_cast<unsigned>(config.shards), error)) {
     std::fprintf(stderr, "tern-relay: cannot start the DPDK port: %s\n", error.c_str());
     return kExitFailure;
   }

@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
-#include <map>
 #include <sstream>
 #include <thread>
 #include <unordered_map>
@@ -144,11 +143,12 @@ struct Relay::ShardState {
 Relay::Relay(const RelayConfig& config)
     : config_(config), group_([&] {
         rt::ShardGroupOptions o;
+        o.open_driver = rt::open_driver;
         o.bind = config.listen;
         o.shards = config.shards != 0 ? config.shards : std::thread::hardware_concurrency();
         o.driver = config.driver == "uring" ? rt::DriverKind::uring : rt::DriverKind::socket;
         if (config.driver == "dpdk") {
-          // The process set the port up (drv::dpdk_init, main.cpp); the shards take the
+          // The process set the port up (app::DpdkSession, main.cpp); the shards take the
           // configured IPv4 address and listen's UDP port.
           o.driver = rt::DriverKind::dpdk;
           o.bind = Endpoint::v4(0, config.listen.port);
@@ -197,74 +197,42 @@ Relay::Relay(const RelayConfig& config)
   group_.set_event_handler([this](rt::Shard& s, Event& ev) { on_event(s, ev); });
   group_.set_message_handler([this](rt::Shard& s, rt::ShardMessage& m) { on_message(s, m); });
   group_.set_tick_handler([this](rt::Shard& s) { return tick(s); });
-#if TERN_RELAY_HAVE_FILTER
   if (!config_.rules_path.empty()) {
-    for (std::size_t i = 0; i < n; ++i) {
-      filters_.push_back(std::make_unique<filter::ShardFilter>(hub_));
-    }
+    filter_.enable(n);
     group_.set_batch_filter(
         [this](rt::Shard& s, std::span<rt::RxFrame> frames) { return filter_batch(s, frames); });
   }
-#endif
 }
 
 Relay::~Relay() { group_.stop(std::chrono::milliseconds(0)); }
 
 bool Relay::start(std::string& error) {
-  if (!config_.rules_path.empty()) {
-#if TERN_RELAY_HAVE_FILTER
-    if (!hub_.load(config_.rules_path, error)) return false;
-#else
-    error = "filter rules given (" + config_.rules_path +
-            ") but this tern-relay was built without Hyperscan";
-    return false;
-#endif
-  }
+  if (!config_.rules_path.empty() && !filter_.load(config_.rules_path, error)) return false;
   return group_.start(error);
 }
 
-bool Relay::filtering() const {
-#if TERN_RELAY_HAVE_FILTER
-  return !filters_.empty();
-#else
-  return false;
-#endif
-}
+bool Relay::filtering() const { return filter_.enabled(); }
 
 bool Relay::reload_rules(std::string& error) {
-#if TERN_RELAY_HAVE_FILTER
-  if (filtering()) return hub_.load(config_.rules_path, error);
-#endif
+  if (filtering()) return filter_.load(config_.rules_path, error);
   error = "no filter rules configured";
   return false;
 }
 
-#if TERN_RELAY_HAVE_FILTER
 // The datagram scope: every received burst, before the protocol decodes it. Dropped frames are
 // counted in the filter's totals.
 std::size_t Relay::filter_batch(rt::Shard& s, std::span<rt::RxFrame> frames) {
-  filter::ShardFilter& f = *filters_[s.index()];
-  f.refresh();
-  const std::uint64_t now_ms = s.now_us() / 1000;
-  std::size_t keep = 0;
-  for (rt::RxFrame& frame : frames) {
-    if (f.check(filter::Scope::datagram, frame.from, frame.bytes, now_ms) ==
-        filter::Verdict::drop) {
-      continue;
-    }
-    frames[keep++] = frame;
-  }
-  if (f.pending_new_bans() != 0) share_new_bans(s);
+  const std::size_t keep = filter_.keep_datagrams(s.index(), frames, s.now_us() / 1000);
+  if (filter_.has_new_bans(s.index())) share_new_bans(s);
   return keep;
 }
 
 // A ban one shard's rules decided holds on every shard: the kernel may steer the same address
 // (other ports) anywhere.
 void Relay::share_new_bans(rt::Shard& s) {
-  filter::ShardFilter& f = *filters_[s.index()];
-  std::array<filter::BanRecord, 16> bans;
+  std::array<FilterBan, 16> bans;
   std::size_t n;
-  while ((n = f.take_new_bans(bans)) != 0) {
+  while ((n = filter_.take_new_bans(s.index(), bans)) != 0) {
     for (std::size_t i = 0; i < n; ++i) {
       for (std::size_t t = 0; t < group_.size(); ++t) {
         if (t == s.index()) continue;
@@ -279,10 +247,6 @@ void Relay::share_new_bans(rt::Shard& s) {
     }
   }
 }
-#else
-std::size_t Relay::filter_batch(rt::Shard&, std::span<rt::RxFrame> frames) { return frames.size(); }
-void Relay::share_new_bans(rt::Shard&) {}
-#endif
 
 bool Relay::stop() { return group_.stop(std::chrono::milliseconds(config_.drain_timeout_ms)); }
 
@@ -301,7 +265,7 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
       if (peers_.fetch_add(1, std::memory_order_relaxed) >= config_.max_peers) {
         peers_.fetch_sub(1, std::memory_order_relaxed);
         drop(RelayDrop::peer_limit);
-        s.core().disconnect(ev.peer, kRefusedPeerLimit);
+        s.disconnect(ev.peer, kRefusedPeerLimit);
         return;
       }
       m.counted = true;
@@ -311,7 +275,7 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
       if (room.total >= config_.max_room_size) {
         if (room.total == 0) st.rooms.erase(room_id);
         drop(RelayDrop::room_full);
-        s.core().disconnect(ev.peer, kRefusedRoomFull);
+        s.disconnect(ev.peer, kRefusedRoomFull);
         return;
       }
       if (room.on_shard.empty()) {
@@ -368,15 +332,12 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
         }
         return;
       }
-#if TERN_RELAY_HAVE_FILTER
-      if (!filters_.empty()) {
-        filter::ShardFilter& f = *filters_[me];
-        const filter::Verdict v =
-            f.check(filter::Scope::message, ev.address, ev.packet.bytes(), s.now_us() / 1000);
-        if (f.pending_new_bans() != 0) share_new_bans(s);
-        if (v == filter::Verdict::drop) return drop(RelayDrop::filtered);
+      if (filter_.enabled()) {
+        const bool dropped =
+            filter_.drops_message(me, ev.address, ev.packet.bytes(), s.now_us() / 1000);
+        if (filter_.has_new_bans(me)) share_new_bans(s);
+        if (dropped) return drop(RelayDrop::filtered);
       }
-#endif
       const std::uint32_t room_id = m->room;
       auto it = st.rooms.find(room_id);
       if (it == st.rooms.end()) return;
@@ -391,8 +352,8 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
           if (first->shard == me) {
             const PeerHandle to = first->peer;
             std::size_t deepest = 0;
-            copies = s.core().send_many(std::span(&to, 1), ev.channel, ev.delivery, ev.packet,
-                                        PeerHandle{}, &deepest);
+            copies = s.send_many(std::span(&to, 1), ev.channel, ev.delivery, ev.packet,
+                                 PeerHandle{}, &deepest);
             if (copies == 0) after_refusals(s, room, ev.delivery, ev.packet.size(), 1);
             fanned_out(s, room_id, room, deepest);
           } else {
@@ -413,8 +374,7 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
           std::count_if(room.local.begin(), room.local.end(),
                         [&](const PeerHandle& to) { return to != ev.peer; }));
       std::size_t deepest = 0;
-      copies =
-          s.core().send_many(room.local, ev.channel, ev.delivery, ev.packet, ev.peer, &deepest);
+      copies = s.send_many(room.local, ev.channel, ev.delivery, ev.packet, ev.peer, &deepest);
       if (copies != others) {
         after_refusals(s, room, ev.delivery, ev.packet.size(), others - copies);
       }
@@ -499,22 +459,20 @@ void Relay::on_message(rt::Shard& s, rt::ShardMessage& m) {
       std::size_t deepest = 0;
       const std::size_t n = room.local.size();
       const std::size_t copies =
-          s.core().send_many(room.local, m.channel, m.delivery, m.packet, PeerHandle{}, &deepest);
+          s.send_many(room.local, m.channel, m.delivery, m.packet, PeerHandle{}, &deepest);
       if (copies != n) after_refusals(s, room, m.delivery, m.packet.size(), n - copies);
       fanned_out(s, room_id, room, deepest);
       bump(stats.copies_out, copies);
       return;
     }
     case kBan: {
-#if TERN_RELAY_HAVE_FILTER
-      if (!filters_.empty() && m.packet.size() == 24) {
+      if (filter_.enabled() && m.packet.size() == 24) {
         Endpoint source;
         std::uint64_t until_ms;
         std::memcpy(source.addr.data(), m.packet.bytes().data(), 16);
         std::memcpy(&until_ms, m.packet.bytes().data() + 16, 8);
-        filters_[s.index()]->ban(source, until_ms);
+        filter_.ban(s.index(), source, until_ms);
       }
-#endif
       return;
     }
     case kToPeer: {
@@ -524,8 +482,8 @@ void Relay::on_message(rt::Shard& s, rt::ShardMessage& m) {
       if (it == st.rooms.end()) return;
       std::size_t deepest = 0;
       const PeerHandle peer = m.peer;
-      if (s.core().send_many(std::span(&peer, 1), m.channel, m.delivery, m.packet, PeerHandle{},
-                             &deepest) == 1) {
+      if (s.send_many(std::span(&peer, 1), m.channel, m.delivery, m.packet, PeerHandle{},
+                      &deepest) == 1) {
         bump(stats.copies_out);
       } else {
         after_refusals(s, it->second, m.delivery, m.packet.size(), 1);
@@ -627,10 +585,10 @@ void Relay::after_refusals(rt::Shard& s, Room& room, Delivery delivery, std::siz
   std::vector<PeerHandle> slow;
   std::size_t leaving = 0;
   for (const PeerHandle& p : room.local) {
-    if (s.core().peer_state(p) != PeerState::connected) {
+    if (s.peer_state(p) != PeerState::connected) {
       ++leaving;
     } else if (delivery == Delivery::reliable && config_.member_backlog != 0 &&
-               s.core().queued_bytes(p) + size > config_.member_backlog) {
+               s.queued_bytes(p) + size > config_.member_backlog) {
       slow.push_back(p);
     }
   }
@@ -686,7 +644,7 @@ void Relay::set_hold(rt::Shard& s, Member& m, bool on) {
   if (m.held == on) return;
   m.held = on;
   // Released: what it sent meanwhile is acknowledged and delivered now (events before the flush).
-  s.core().hold_intake(m.peer, on);
+  s.hold_intake(m.peer, on);
   if (on) {
     ++st.held;
     bump(stats.holds);
@@ -720,7 +678,7 @@ void Relay::recheck_rooms(rt::Shard& s) {
       for (const PeerHandle& p : room.local) {
         Member* m = st.member(p);
         if (m == nullptr) continue;
-        const std::size_t backlog = s.core().queued_bytes(p);
+        const std::size_t backlog = s.queued_bytes(p);
         deepest = std::max(deepest, backlog);
         if (backlog < hold) {
           m->over_since_us = 0;
@@ -742,7 +700,7 @@ void Relay::recheck_rooms(rt::Shard& s) {
       if (!slow.empty()) {
         deepest = 0;
         for (const PeerHandle& p : it->second.local) {
-          deepest = std::max(deepest, s.core().queued_bytes(p));
+          deepest = std::max(deepest, s.queued_bytes(p));
         }
       }
       if (deepest < hold / 2) set_local_pressure(s, room_id, it->second, false);
@@ -777,7 +735,7 @@ void Relay::drop_member(rt::Shard& s, Member& m, std::uint32_t data) {
   if (m.leaving) return;
   leave_room(s, m);
   m.leaving = true;
-  s.core().disconnect(m.peer, data);
+  s.disconnect(m.peer, data);
 }
 
 void Relay::leave_room(rt::Shard& s, Member& m) {
@@ -990,44 +948,6 @@ void Relay::port_metrics(std::ostream& o) const {
          p.tx_errors);
 }
 
-void Relay::filter_metrics(std::ostream& o) const {
-#if TERN_RELAY_HAVE_FILTER
-  if (filters_.empty()) return;
-  // Per rule id, summed over shards (a shard that has not yet taken a reloaded set still
-  // reports the old set's rules).
-  std::map<std::uint32_t, std::uint64_t> hits;
-  filter::FilterTotals t;
-  for (const auto& f : filters_) {
-    if (auto c = f->rule_counters()) {
-      for (const filter::RuleCounter& r : c->counters) hits[r.id] += r.hits.load();
-    }
-    const filter::FilterTotals ft = f->totals();
-    t.scanned += ft.scanned;
-    t.dropped += ft.dropped;
-    t.banned_drops += ft.banned_drops;
-    t.limited_drops += ft.limited_drops;
-    t.bans_created += ft.bans_created;
-  }
-  o << "# HELP tern_relay_filter_rule_hits_total Payloads each filter rule matched.\n"
-       "# TYPE tern_relay_filter_rule_hits_total counter\n";
-  for (const auto& [id, n] : hits) {
-    o << "tern_relay_filter_rule_hits_total{rule=\"" << id << "\"} " << n << '\n';
-  }
-  o << "# HELP tern_relay_filter_scanned_total Payloads scanned (datagrams and messages).\n"
-       "# TYPE tern_relay_filter_scanned_total counter\n"
-    << "tern_relay_filter_scanned_total " << t.scanned << '\n'
-    << "# HELP tern_relay_filter_dropped_total Payloads the filter dropped, by cause.\n"
-       "# TYPE tern_relay_filter_dropped_total counter\n"
-    << "tern_relay_filter_dropped_total{cause=\"rule\"} "
-    << t.dropped - t.banned_drops - t.limited_drops << '\n'
-    << "tern_relay_filter_dropped_total{cause=\"banned\"} " << t.banned_drops << '\n'
-    << "tern_relay_filter_dropped_total{cause=\"limited\"} " << t.limited_drops << '\n'
-    << "# HELP tern_relay_filter_bans_total Bans the rules decided.\n"
-       "# TYPE tern_relay_filter_bans_total counter\n"
-    << "tern_relay_filter_bans_total " << t.bans_created << '\n';
-#else
-  (void)o;
-#endif
-}
+void Relay::filter_metrics(std::ostream& o) const { filter_.metrics(o); }
 
 }  // namespace tern::relay

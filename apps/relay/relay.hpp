@@ -26,11 +26,8 @@
 
 #include "config.hpp"
 #include "drop_reasons.hpp"
+#include "payload_filter.hpp"
 #include "shard.hpp"
-
-#if TERN_RELAY_HAVE_FILTER
-#include "filter.hpp"
-#endif
 
 #include <array>
 #include <atomic>
@@ -159,10 +156,7 @@ class Relay {
   std::vector<std::unique_ptr<RelayShardStats>> stats_;
   std::atomic<std::uint64_t> peers_{0};       // connected clients, all shards
   std::atomic<std::uint32_t> join_order_{0};  // orders joins across shards
-#if TERN_RELAY_HAVE_FILTER
-  filter::FilterHub hub_;
-  std::vector<std::unique_ptr<filter::ShardFilter>> filters_;  // one per shard
-#endif
+  PayloadFilter filter_;                      // enabled with rules_path
 };
 
 }  // namespace tern::relay

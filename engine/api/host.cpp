@@ -1,29 +1,24 @@
 // tern::Host: the sans-I/O HostCore glued to one driver and one clock.
 //
-// All I/O buffers are sized once at construction; service() itself never allocates, so the
-// per-packet path stays off the heap (DESIGN §2).
+// A one-shard loop: service() runs the runtime's CoreIo receive and transmit steps, the ones
+// every shard runs (engine/runtime/core_io.hpp), on the calling thread. All I/O buffers are
+// sized once at construction; service() itself never allocates, so the per-packet path stays
+// off the heap (DESIGN §2).
 #include <tern/host.hpp>
 
+#include "core_io.hpp"
 #include "driver.hpp"
 #include "host_core.hpp"
 #include "mix.hpp"
-#include "socket_driver.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <limits>
-#include <vector>
 
 namespace tern {
 
 namespace {
-
-// Datagrams per flush() call and frames per rx_burst(); one burst of the drivers' batching.
-constexpr std::size_t kBatch = 64;
-// Bursts received per service pass before timers and transmission get a turn: a flooded
-// socket must not starve retransmits and acks of the peers that are already connected.
-constexpr std::size_t kMaxRxBurstsPerPass = 64;
 
 constexpr std::uint64_t kNever = std::numeric_limits<std::uint64_t>::max();
 
@@ -77,42 +72,14 @@ struct Host::Impl {
       : owned_clock_(std::move(owned_clock)),
         clock_(clock),
         driver_(std::move(driver)),
-        caps_(driver_->caps()),
         core_(config),
-        out_(kBatch),
-        tx_(kBatch),
-        rx_(kBatch) {
-    tx_chunk_ = std::clamp<std::size_t>(caps_.max_burst, 1, kBatch);
-  }
+        io_(core_, *driver_) {}
 
-  // Drains the driver: every datagram that is ready goes into the core, in bounded bursts.
-  void receive_all() {
-    for (std::size_t burst = 0; burst < kMaxRxBurstsPerPass; ++burst) {
-      const std::size_t n = driver_->rx_burst(rx_);
-      if (n == 0) return;
-      // Frames stay valid only until the next rx_burst, so each burst is consumed whole here.
-      const std::uint64_t now = clock_.now_us();
-      for (std::size_t i = 0; i < n; ++i) core_.on_datagram(now, rx_[i].from, rx_[i].bytes);
-    }
-  }
+  // Drains the driver into the core, a bounded number of bursts per pass.
+  void receive_all() { io_.receive(clock_.now_us()); }
 
-  // Runs the core's timers and transmits what it builds, batch by batch.
-  void transmit_all() {
-    const std::uint64_t now = clock_.now_us();
-    for (;;) {
-      const std::size_t n = core_.flush(now, out_);
-      for (std::size_t sent = 0; sent < n; sent += tx_chunk_) {
-        const std::size_t chunk = std::min(tx_chunk_, n - sent);
-        for (std::size_t i = 0; i < chunk; ++i) {
-          tx_[i].to = out_[sent + i].to;
-          tx_[i].bytes = out_[sent + i].view();
-        }
-        // What the driver refuses is counted in its own stats; UDP loss is the protocol's job.
-        driver_->tx_burst(std::span<const rt::TxFrame>(tx_.data(), chunk));
-      }
-      if (n < out_.size()) return;
-    }
-  }
+  // Runs the core's timers and transmits what it builds, as much as the driver has room for.
+  void transmit_all() { io_.transmit(clock_.now_us()); }
 
   bool service(Event& event, std::chrono::microseconds timeout) {
     if (core_.poll_event(event)) return true;
@@ -129,7 +96,7 @@ struct Host::Impl {
       transmit_all();  // nothing for the application: acknowledgements and timers go now
       // Virtual time only moves when the owner of the simulation advances it: waiting here
       // would spin forever, so one pass is all a non-waitable driver gets.
-      if (!caps_.waitable) return false;
+      if (!io_.caps().waitable) return false;
       const std::uint64_t now = clock_.now_us();
       if (now >= deadline) return false;
       const std::uint64_t wake = std::min(deadline, core_.next_deadline_us());
@@ -140,12 +107,8 @@ struct Host::Impl {
   std::unique_ptr<rt::Clock> owned_clock_;  // set by listen(); declared first so it dies last
   rt::Clock& clock_;
   std::unique_ptr<rt::Driver> driver_;
-  rt::DriverCaps caps_;
   proto::HostCore core_;
-  std::vector<proto::OutDatagram> out_;
-  std::vector<rt::TxFrame> tx_;
-  std::vector<rt::RxFrame> rx_;
-  std::size_t tx_chunk_ = kBatch;
+  rt::CoreIo io_;
 };
 
 Host::Host(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -153,12 +116,15 @@ Host::~Host() = default;
 
 std::unique_ptr<Host> Host::listen(const HostOptions& options, const Endpoint& bind,
                                    std::string& error) {
-  drv::SocketOptions so;
-  so.bind = bind;
-  so.receive_buffer = options.socket_receive_buffer;
-  so.send_buffer = options.socket_send_buffer;
-  so.burst = kBatch;
-  std::unique_ptr<rt::Driver> driver = drv::open_socket_driver(so, error);
+  rt::DriverSpec spec;
+  spec.kind = rt::DriverKind::socket;
+  spec.bind = bind;
+  spec.receive_buffer = options.socket_receive_buffer;
+  spec.send_buffer = options.socket_send_buffer;
+  spec.burst = rt::CoreIo::kBatch;
+  // The factory (drivers/factory) is linked in with this library (tern_api_dep); this file
+  // names no driver.
+  std::unique_ptr<rt::Driver> driver = rt::open_driver(spec, error);
   if (driver == nullptr) {
     if (error.empty()) error = "cannot open a UDP socket on " + bind.to_string();
     return nullptr;

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <span>
 #include <string>
 
@@ -104,6 +105,44 @@ class Driver {
   virtual void refresh_stats() {}
   virtual std::string name() const = 0;
 };
+
+class Clock;
+
+// The backends in drivers/. Which of them a build has is the factory's business
+// (drivers/factory: drv::driver_built); the engine only names them.
+enum class DriverKind : std::uint8_t {
+  socket,  // kernel UDP sockets, recvmmsg/sendmmsg
+  uring,   // io_uring when it can be set up (and is built), else the socket driver
+  dpdk,    // one queue pair of the port the process set up with drv::dpdk_init
+  sim,     // an address on an in-memory network (tests)
+};
+
+// Everything a driver is opened with; each kind reads the fields it needs.
+struct DriverSpec {
+  DriverKind kind = DriverKind::socket;
+  // socket, uring: the address to bind (port 0: ephemeral). dpdk: only the UDP port counts,
+  // and it must not be 0 (the address is the port's). sim: the address to attach.
+  Endpoint bind;
+  bool reuse_port = false;       // socket, uring: SO_REUSEPORT (shards sharing one port)
+  int receive_buffer = 4 << 20;  // socket, uring: SO_RCVBUF request
+  int send_buffer = 4 << 20;     // socket, uring: SO_SNDBUF request
+  std::size_t burst = 64;        // socket, uring: datagrams per system call
+  // dpdk: the queue pair to open. Every kind: the shard this driver serves, for messages.
+  unsigned queue = 0;
+  // sim: the drv::SimNetwork to attach to (a network is its own clock, hence the type).
+  Clock* sim_network = nullptr;
+};
+
+// Opens a driver on the calling thread (io_uring and DPDK queues belong to the thread that
+// opens them). nullptr with a one-line reason in `error` when it cannot.
+using DriverOpener = std::unique_ptr<Driver> (*)(const DriverSpec& spec, std::string& error);
+
+// The driver factory. Declared here and defined once, outside the engine, by drivers/factory
+// (library tern_driver_factory), so no engine source names a concrete driver: a program that
+// opens drivers by kind links the factory (tern_api_dep does, for tern::Host::listen), and a
+// shard group is handed it (ShardGroupOptions::open_driver = rt::open_driver) or any other
+// DriverOpener.
+std::unique_ptr<Driver> open_driver(const DriverSpec& spec, std::string& error);
 
 // A monotonic clock in microseconds. Real hosts use the steady clock; simulated networks
 // supply their own virtual time.

@@ -3,16 +3,6 @@
 #include "mix.hpp"
 
 #include "driver.hpp"
-#include "socket_driver.hpp"
-#if TERN_SHARD_HAVE_URING
-#include "uring_driver.hpp"
-#endif
-#ifndef TERN_SHARD_HAVE_DPDK
-#define TERN_SHARD_HAVE_DPDK 0
-#endif
-#if TERN_SHARD_HAVE_DPDK
-#include "dpdk_driver.hpp"
-#endif
 
 #include <pthread.h>
 #include <sched.h>
@@ -30,14 +20,7 @@ namespace tern::rt {
 
 namespace {
 
-// Frames per rx_burst and datagrams per flush(): one burst of the drivers' batching.
-constexpr std::size_t kBatch = 64;
-// Receive bursts per iteration before timers and transmission get a turn, so a flooded socket
-// cannot starve the acks and retransmits of peers already connected (32 x 64 datagrams: about
-// a millisecond of work). Fewer made a relay past its capacity flush after every few hundred
-// datagrams, and with 8 the socket relay fell into resending at 2x the load it carries at
-// 15 ms p99 with 32 (perf/JOURNAL.md, 2026-11-26).
-constexpr std::size_t kMaxRxBurstsPerIteration = 32;
+constexpr std::size_t kBatch = CoreIo::kBatch;
 constexpr std::uint64_t kNever = std::numeric_limits<std::uint64_t>::max();
 
 using base::mix64;
@@ -109,8 +92,6 @@ struct Shard::LiveCounters {
   std::atomic<std::uint64_t> port_tx_errors{0};
 };
 
-bool dpdk_driver_built() { return TERN_SHARD_HAVE_DPDK != 0; }
-
 // ---- Shard ---------------------------------------------------------------------------------
 
 Shard::Shard(std::size_t index, const ShardGroupOptions& options, const ShardEventHandler& handler,
@@ -128,9 +109,6 @@ Shard::Shard(std::size_t index, const ShardGroupOptions& options, const ShardEve
                             : std::min(options.cross_ring_limit, CrossRing::capacity())),
       group_shards_(&group_shards),
       core_(shard_config(options, index)),
-      rx_(kBatch),
-      out_(kBatch),
-      tx_(kBatch),
       cross_batch_(kBatch),
       touched_(options.shards),
       peers_by_slot_(options.host.peer_limit),
@@ -164,63 +142,35 @@ std::uint64_t Shard::delivery_time_ns() {
 void Shard::run(const Endpoint& bind,
                 const std::function<void(const Endpoint*, std::string)>& ready) {
   if (options_.pin) pin_to_cpu(index_);
+  if (options_.open_driver == nullptr) {
+    return ready(nullptr,
+                 "no driver opener (ShardGroupOptions::open_driver; drivers/factory "
+                 "gives rt::open_driver)");
+  }
+  DriverSpec spec;
+  spec.kind = options_.driver;
+  spec.bind = bind;
+  spec.reuse_port = options_.share_port;
+  spec.receive_buffer = options_.socket_receive_buffer;
+  spec.send_buffer = options_.socket_send_buffer;
+  spec.burst = kBatch;
+  spec.queue = static_cast<unsigned>(index_);
   std::string error;
-  drv::SocketOptions so;
-  so.bind = bind;
-  so.reuse_port = options_.share_port;
-  so.receive_buffer = options_.socket_receive_buffer;
-  so.send_buffer = options_.socket_send_buffer;
-  so.burst = kBatch;
-
-  if (options_.driver == DriverKind::dpdk) {
-#if TERN_SHARD_HAVE_DPDK
-    if (bind.port == 0) return ready(nullptr, "the dpdk driver needs a UDP port (bind port 0)");
-    std::unique_ptr<Driver> d =
-        drv::open_dpdk_driver(static_cast<unsigned>(index_), bind.port, error);
-    if (d == nullptr) return ready(nullptr, std::move(error));
-    auto* p = dynamic_cast<drv::DpdkDriver*>(d.get());
-    if (p == nullptr) return ready(nullptr, "open_dpdk_driver returned an unknown driver");
-    driver_name_ = p->name();
-    const Endpoint local = local_ = p->local_endpoint();
-    ready(&local, {});
-    return run_with(*p);
-#else
-    return ready(nullptr, "the dpdk driver is not built (libdpdk not found or -Ddpdk=disabled)");
-#endif
+  // Opened on this thread: io_uring rings and DPDK queues belong to the thread that opens them.
+  std::unique_ptr<Driver> driver = options_.open_driver(spec, error);
+  if (driver == nullptr) {
+    if (error.empty()) error = "cannot open the driver on " + bind.to_string();
+    return ready(nullptr, std::move(error));
   }
-  if (options_.driver == DriverKind::uring) {
-#if TERN_SHARD_HAVE_URING
-    drv::UringOptions uo;
-    uo.socket = so;
-    std::unique_ptr<Driver> d = drv::open_best_driver(uo, error);
-    if (d == nullptr) return ready(nullptr, std::move(error));
-    driver_name_ = d->name();
-    const Endpoint local = local_ = d->local_endpoint();
-    // Both backends are final classes: resolving the type once here lets every burst call
-    // in the loop bind statically (STYLE habit 4).
-    if (auto* u = dynamic_cast<drv::UringDriver*>(d.get())) {
-      ready(&local, {});
-      return run_with(*u);
-    }
-    auto* s = dynamic_cast<drv::SocketDriver*>(d.get());
-    if (s == nullptr) return ready(nullptr, "open_best_driver returned an unknown driver");
-    ready(&local, {});
-    return run_with(*s);
-#else
-    std::fprintf(stderr, "tern: shard %zu: io_uring driver not built; using the socket driver\n",
-                 index_);
-#endif
-  }
-  std::unique_ptr<drv::SocketDriver> s = drv::open_socket_driver(so, error);
-  if (s == nullptr) return ready(nullptr, std::move(error));
-  driver_name_ = s->name();
-  const Endpoint local = local_ = s->local_endpoint();
+  driver_name_ = driver->name();
+  io_ = std::make_unique<CoreIo>(core_, *driver);
+  const Endpoint local = local_ = driver->local_endpoint();
   ready(&local, {});
-  run_with(*s);
+  run_with(*driver);
+  io_.reset();  // it refers to the driver, which closes here
 }
 
-template <class D>
-void Shard::run_with(D& driver) {
+void Shard::run_with(Driver& driver) {
   driver.set_wake_fd(wake_fd_);
   for (;;) {
     poll_once(driver);
@@ -233,7 +183,7 @@ void Shard::run_with(D& driver) {
   // What the last iteration queued (the final acks of the disconnect handshakes) still goes
   // out; after this the socket closes.
   now_ = clock_.now_us();
-  transmit(driver);
+  io_->transmit(now_);
   driver.refresh_stats();
   publish_counters(driver);
 }
@@ -241,8 +191,7 @@ void Shard::run_with(D& driver) {
 // DESIGN §2 steps 1-11 with the protocol work (4-5, 8-9) inside the core. Events go to the
 // application before posted work runs and before the flush, so replies the handler queues
 // leave in the same tx burst as the acks of the datagrams that caused them.
-template <class D>
-void Shard::poll_once(D& driver) {
+void Shard::poll_once(Driver& driver) {
   // A busy-polling shard goes round millions of times a second and each clock read costs
   // ~9 ns (FastClock; ~21 ns through clock_gettime), so the clock is read where time can have
   // moved: an iteration that did not sleep starts when the previous one ended, and one in
@@ -252,19 +201,19 @@ void Shard::poll_once(D& driver) {
   const std::uint64_t work_before = posted_run_ + cross_received_;
   driver.set_time(now_);
   bool delivered = false;
-  bool busy = receive(driver, delivered) != 0;  // 1, 4-6: rx_burst → on_datagram → callback
-  delivered = deliver_events() || delivered;    // events of timers and sends outside a burst
-  drain_posted();                               // 7: work from other threads
-  busy = drain_cross() || busy;                 //    and from other shards
-  if (tick_handler_) {                          // 8: the application's timers
+  bool busy = receive(delivered) != 0;        // 1, 4-6: rx_burst → on_datagram → callback
+  delivered = deliver_events() || delivered;  // events of timers and sends outside a burst
+  drain_posted();                             // 7: work from other threads
+  busy = drain_cross() || busy;               //    and from other shards
+  if (tick_handler_) {                        // 8: the application's timers
     tick_deadline_ = tick_handler_(*this);
     delivered = deliver_events() || delivered;
   }
   if (busy || delivered || posted_run_ + cross_received_ != work_before)
     now_ = clock_.now_us();  // the callbacks may have taken a while
   driver.set_time(now_);
-  transmit(driver);  // 8-10: timers, datagrams, tx_burst
-  wake_touched();    // shards we sent to this iteration
+  io_->transmit(now_);  // 8-10: timers, datagrams, tx_burst
+  wake_touched();       // shards we sent to this iteration
   ++iterations_;
   const std::uint64_t ended = clock_.now_us();
   const std::uint64_t took = ended - started;
@@ -283,24 +232,16 @@ void Shard::poll_once(D& driver) {
   resume_at_us_ = slept ? 0 : ended;
 }
 
-template <class D>
-std::size_t Shard::receive(D& driver, bool& delivered) {
-  std::span<RxFrame> rx(rx_);
-  const bool short_means_empty = driver.caps().short_burst_means_empty;
-  std::size_t total = 0;
-  for (std::size_t burst = 0; burst < kMaxRxBurstsPerIteration; ++burst) {
-    const std::size_t n = driver.rx_burst(rx);
-    // Frames stay valid only until the next rx_burst, so each burst is consumed whole here.
-    const std::size_t keep = batch_filter_ && n != 0 ? batch_filter_(*this, rx.first(n)) : n;
-    for (std::size_t i = 0; i < keep; ++i) core_.on_datagram(now_, rx[i].from, rx[i].bytes);
-    // The handler takes each burst's messages before the next burst arrives: the buffers the
-    // core just filled are still in cache, and the pool hands the same ones out again for the
-    // next burst instead of cycling through eight bursts' worth.
-    if (n != 0) delivered = deliver_events() || delivered;
-    total += n;
-    if (n == 0 || (n < rx.size() && short_means_empty)) break;
-  }
-  return total;
+std::size_t Shard::receive(bool& delivered) {
+  return io_->receive(
+      now_,
+      [this](std::span<RxFrame> frames) {
+        return batch_filter_ ? batch_filter_(*this, frames) : frames.size();
+      },
+      // The handler takes each burst's messages before the next burst arrives: the buffers the
+      // core just filled are still in cache, and the pool hands the same ones out again for the
+      // next burst instead of cycling through eight bursts' worth.
+      [this, &delivered] { delivered = deliver_events() || delivered; });
 }
 
 bool Shard::deliver_events() {
@@ -415,33 +356,7 @@ void Shard::wake() {
   wakeups_sent_.fetch_add(1, std::memory_order_relaxed);
 }
 
-template <class D>
-void Shard::transmit(D& driver) {
-  const std::size_t chunk_max = std::clamp<std::size_t>(driver.caps().max_burst, 1, kBatch);
-  for (;;) {
-    // What does not fit waits in the core (dirty peers resume where they stopped) and goes
-    // out on a later iteration, after rx_burst has given the driver a chance to drain.
-    const std::size_t room = std::min(out_.size(), driver.tx_room());
-    if (room == 0) {
-      ++tx_waits_;
-      return;
-    }
-    const std::size_t n = core_.flush(now_, std::span<proto::OutDatagram>(out_).first(room));
-    for (std::size_t sent = 0; sent < n; sent += chunk_max) {
-      const std::size_t chunk = std::min(chunk_max, n - sent);
-      for (std::size_t i = 0; i < chunk; ++i) {
-        tx_[i].to = out_[sent + i].to;
-        tx_[i].bytes = out_[sent + i].view();
-      }
-      // Refusals are counted in the driver's stats; loss is the protocol's job.
-      driver.tx_burst(std::span<const TxFrame>(tx_.data(), chunk));
-    }
-    if (n < room) return;
-  }
-}
-
-template <class D>
-bool Shard::idle(D& driver, bool busy) {
+bool Shard::idle(Driver& driver, bool busy) {
   if (options_.idle == IdlePolicy::busy_poll &&
       (!options_.busy_poll_only_connected || core_.peer_count() != 0)) {
     return false;
@@ -477,8 +392,7 @@ bool Shard::idle(D& driver, bool busy) {
   return !work_waiting;
 }
 
-template <class D>
-void Shard::publish_counters(const D& driver) {
+void Shard::publish_counters(const Driver& driver) {
   const proto::HostCounters& c = core_.counters();
   LiveCounters& l = *live_;
   constexpr auto r = std::memory_order_relaxed;
@@ -521,7 +435,7 @@ void Shard::publish_counters(const D& driver) {
   for (std::size_t i = 0; i < kLoopTimeBuckets; ++i) l.loop_time[i].store(loop_time_[i], r);
   l.loop_time_us.store(loop_time_us_, r);
   l.idle_polls.store(idle_polls_, r);
-  l.tx_waits.store(tx_waits_, r);
+  l.tx_waits.store(io_->tx_waits(), r);
   l.idle_poll_us.store(idle_poll_us_, r);
 }
 

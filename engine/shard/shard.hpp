@@ -4,10 +4,11 @@
 // over the shards' sockets), its own HostCore and its own preallocated I/O batches. Nothing on
 // the poll path is shared; the only way in from another thread is post().
 //
+//   rt::ShardGroupOptions options;
+//   options.open_driver = rt::open_driver;  // the driver factory (drivers/factory)
 //   rt::ShardGroup group(options);
 //   group.set_event_handler([](rt::Shard& s, Event& ev) {
-//     if (ev.type == EventType::receive) s.core().send(ev.peer, ev.channel, ev.delivery,
-//     ev.packet);
+//     if (ev.type == EventType::receive) s.send(ev.peer, ev.channel, ev.delivery, ev.packet);
 //   });
 //   if (!group.start(error)) ...;
 //   group.post(1, [](rt::Shard& s) { ... runs on shard 1's thread ... });
@@ -19,6 +20,7 @@
 // driver's wait() watches; a shard that is busy never takes a system call for it.
 #pragma once
 
+#include "core_io.hpp"
 #include "driver.hpp"
 #include "fast_clock.hpp"
 #include "host_core.hpp"
@@ -35,24 +37,13 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace tern::rt {
-
-enum class DriverKind : std::uint8_t {
-  socket,  // recvmmsg/sendmmsg
-  uring,   // io_uring when it can be set up (or is built), else the socket driver
-  // DPDK (drivers/dpdk): shard i opens queue pair i of the port the process set up with
-  // drv::dpdk_init (before start(), with at least `shards` queues). The shards share the
-  // configured IPv4 address and bind.port, which must not be 0; share_port, SO_REUSEPORT and
-  // the socket buffer sizes do not apply. Fails to start when DPDK is not built.
-  dpdk,
-};
-
-// True when this build has the DPDK driver.
-bool dpdk_driver_built();
 
 enum class IdlePolicy : std::uint8_t {
   busy_poll,      // never sleep: lowest latency, one core burnt per shard
@@ -62,7 +53,14 @@ enum class IdlePolicy : std::uint8_t {
 struct ShardGroupOptions {
   Endpoint bind;  // port 0: shard 0 picks one and the others join it
   std::size_t shards = std::thread::hardware_concurrency();  // 0 is treated as 1
+  // Each shard opens its driver on its own thread with open_driver(DriverSpec{driver, bind,
+  // ...}, error): rt::open_driver, the factory in drivers/factory, for every kind, or a test's
+  // own. Required: start() refuses without one. With DriverKind::dpdk, shard i opens queue
+  // pair i of the port the process set up with drv::dpdk_init (before start(), with at least
+  // `shards` queues); the shards share the configured IPv4 address and bind.port, which must
+  // not be 0; share_port, SO_REUSEPORT and the socket buffer sizes do not apply.
   DriverKind driver = DriverKind::socket;
+  DriverOpener open_driver = nullptr;
   proto::HostConfig host;  // per shard; random_seed is varied per shard
   IdlePolicy idle = IdlePolicy::wait_deadline;
   // With busy_poll: a shard holding no connection at all waits as wait_deadline does instead
@@ -172,8 +170,40 @@ class Shard {
   Shard& operator=(const Shard&) = delete;
   ~Shard();
 
-  // Shard-thread only (inside the event handler or a posted task).
+  // Shard-thread only (inside the event handler, a posted task, a message or tick handler).
+  //
+  // The connection work an application does on this shard's protocol core; each is
+  // proto::HostCore's function of the same name (engine/protocol/host_core.hpp), at now_us().
+  PeerHandle connect(const Endpoint& to, std::size_t channel_count, std::uint32_t data = 0) {
+    return core_.connect(now_, to, channel_count, data);
+  }
+  SendResult send(PeerHandle peer, std::uint8_t channel, Delivery delivery, Packet payload) {
+    return core_.send(peer, channel, delivery, std::move(payload));
+  }
+  SendResult send(PeerHandle peer, std::uint8_t channel, Delivery delivery,
+                  std::span<const std::byte> payload) {
+    return core_.send(peer, channel, delivery, payload);
+  }
+  // One payload to many peers of this shard, `skip` left out; the payload is referenced, not
+  // copied. `deepest`, when given, is raised to the largest queued_bytes() it sent to.
+  std::size_t send_many(std::span<const PeerHandle> peers, std::uint8_t channel, Delivery delivery,
+                        const Packet& payload, PeerHandle skip = {},
+                        std::size_t* deepest = nullptr) {
+    return core_.send_many(peers, channel, delivery, payload, skip, deepest);
+  }
+  void disconnect(PeerHandle peer, std::uint32_t data = 0) { core_.disconnect(peer, data); }
+  // Back-pressure before the acknowledgement: while held, the peer's new reliable messages are
+  // neither delivered nor acknowledged, so its own window stops it.
+  void hold_intake(PeerHandle peer, bool held) { core_.hold_intake(peer, held); }
+  PeerState peer_state(PeerHandle peer) const { return core_.peer_state(peer); }
+  bool peer_stats(PeerHandle peer, PeerStats& out) const { return core_.peer_stats(peer, out); }
+  // Payload bytes queued to the peer, in flight or unacknowledged (0 for stale handles).
+  std::size_t queued_bytes(PeerHandle peer) const { return core_.queued_bytes(peer); }
+  // Reliable commands this shard's core has sent again so far (live, unlike counters()).
+  std::uint64_t retransmits() const { return core_.counters().retransmits; }
+  // The whole core, for the runtime's own tests; applications use the functions above.
   proto::HostCore& core() { return core_; }
+
   std::uint64_t now_us() const;
   // Steady-clock nanoseconds (std::chrono::steady_clock) at which the handler started on the
   // current burst's events (the events of one received burst, up to 64 datagrams): the first
@@ -216,24 +246,18 @@ class Shard {
   // Thread body: opens the driver on this thread (io_uring requires it), reports the bound
   // endpoint through `ready`, then polls until stopped.
   void run(const Endpoint& bind, const std::function<void(const Endpoint*, std::string)>& ready);
-  template <class D>
-  void run_with(D& driver);
+  void run_with(Driver& driver);
 
-  // DESIGN §2, one function per step, in order.
-  template <class D>
-  void poll_once(D& driver);
-  template <class D>
-  std::size_t receive(D& driver, bool& delivered);
+  // DESIGN §2, one function per step, in order. Receiving and transmitting are the runtime's
+  // CoreIo steps, which tern::Host runs too.
+  void poll_once(Driver& driver);
+  std::size_t receive(bool& delivered);
   bool deliver_events();  // true if any event was delivered
   void drain_posted();
   bool drain_cross();  // true when a ring may hold more than this iteration took
   void wake_touched();
-  template <class D>
-  void transmit(D& driver);
-  template <class D>
-  bool idle(D& driver, bool busy);  // true if it slept
-  template <class D>
-  void publish_counters(const D& driver);
+  bool idle(Driver& driver, bool busy);  // true if it slept
+  void publish_counters(const Driver& driver);
 
   void begin_graceful_stop();
   void track(const Event& ev);
@@ -255,10 +279,9 @@ class Shard {
   std::size_t cross_ring_limit_;
   const std::vector<std::unique_ptr<Shard>>* group_shards_;
   proto::HostCore core_;
-  // I/O batches, sized once: the poll path never allocates for them.
-  std::vector<RxFrame> rx_;
-  std::vector<proto::OutDatagram> out_;
-  std::vector<TxFrame> tx_;
+  // The receive and transmit steps over the shard's driver, with their batches; made once the
+  // driver is open, so the poll path never allocates for them.
+  std::unique_ptr<CoreIo> io_;
   // Every time the shard reads is this clock's: steady_clock's epoch at a third of the cost.
   base::FastClock clock_;
   std::uint64_t now_ = 0;
@@ -266,7 +289,6 @@ class Shard {
   bool delivering_ = false;
   std::uint64_t resume_at_us_ = 0;
   std::uint64_t idle_polls_ = 0;
-  std::uint64_t tx_waits_ = 0;
   std::uint64_t idle_poll_us_ = 0;  // the last iteration's end, when it did not sleep
   std::uint64_t iterations_ = 0;
   std::uint64_t idle_waits_ = 0;

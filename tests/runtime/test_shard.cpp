@@ -127,6 +127,7 @@ bool service_until(Host& client, EventType want, std::chrono::milliseconds limit
 
 ShardGroupOptions echo_options(DriverKind kind) {
   ShardGroupOptions o;
+  o.open_driver = rt::open_driver;
   o.bind = *Endpoint::parse("127.0.0.1:0");
   o.shards = 2;
   o.driver = kind;

@@ -21,6 +21,7 @@ using SteadyTime = std::chrono::steady_clock;
 
 ShardGroupOptions quiet_group(std::size_t shards) {
   ShardGroupOptions o;
+  o.open_driver = rt::open_driver;
   o.bind = Endpoint::v4(0x7f000001u, 0);
   o.shards = shards;
   // Long sleeps: anything that arrives promptly was woken, not found by a timeout.

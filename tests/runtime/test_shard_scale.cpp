@@ -46,6 +46,7 @@ struct ClientState {
 
 TEST(ShardScale, TwentyThousandClientsOnTwoShards) {
   ShardGroupOptions o;
+  o.open_driver = rt::open_driver;
   o.bind = Endpoint::v4(0x7f000001u, 0);
   o.shards = 2;
   o.host.peer_limit = kClients;  // either shard may end up with most sources
@@ -181,6 +182,7 @@ TEST(ShardScale, TwentyThousandClientsOnTwoShards) {
 TEST(ShardScale, IdlePeersCostNoWorkPerIteration) {
   constexpr std::size_t kIdle = 2000;
   ShardGroupOptions o;
+  o.open_driver = rt::open_driver;
   o.bind = Endpoint::v4(0x7f000001u, 0);
   o.shards = 2;
   o.host.peer_limit = kIdle + 16;

@@ -42,6 +42,7 @@ TEST(DpdkShard, AFlushLargerThanTheTransmitQueueIsHeldBackNotDropped) {
   ASSERT_TRUE(drv::dpdk_init(test::ring_loopback_config(kIp, 0x03, 8191), 1, error)) << error;
   {
     rt::ShardGroupOptions o;
+    o.open_driver = rt::open_driver;
     o.bind = Endpoint::v4(kIp, kPort);
     o.shards = 1;
     o.driver = rt::DriverKind::dpdk;

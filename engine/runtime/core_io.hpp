@@ -1,0 +1,80 @@
+// tern::rt::CoreIo: the receive and transmit steps of DESIGN §2 for one protocol core over one
+// driver. Each shard runs them every poll iteration and tern::Host::service on every pass, so
+// there is one receive loop and one transmit loop, and both honour the driver's transmit room.
+//
+// The I/O batches are allocated once, when the driver is attached; receive() and transmit()
+// never touch the heap. The driver is called through rt::Driver, once per burst of up to
+// kBatch frames, never per datagram.
+#pragma once
+
+#include "driver.hpp"
+#include "host_core.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace tern::rt {
+
+class CoreIo {
+ public:
+  // Frames per rx_burst and datagrams per flush(): one burst of the drivers' batching.
+  static constexpr std::size_t kBatch = 64;
+  // Receive bursts per receive() call before timers and transmission get a turn, so a flooded
+  // socket cannot starve the acks and retransmits of peers already connected (32 x 64
+  // datagrams: about a millisecond of work). Fewer made a relay past its capacity flush after
+  // every few hundred datagrams, and with 8 the socket relay fell into resending at 2x the load
+  // it carries at 15 ms p99 with 32 (perf/JOURNAL.md, 2026-11-26).
+  static constexpr std::size_t kMaxRxBursts = 32;
+
+  // Both must outlive this object. Reads the driver's capabilities once: they do not change.
+  CoreIo(proto::HostCore& core, Driver& driver);
+  CoreIo(const CoreIo&) = delete;
+  CoreIo& operator=(const CoreIo&) = delete;
+
+  // Steps 1 and 4-5: up to kMaxRxBursts bursts (until one comes back empty, or short from a
+  // driver whose short_burst_means_empty holds), each one's datagrams into the core at `now`.
+  // `keep(frames)` sees every non-empty burst first and returns how many frames, moved to the
+  // front in order, go on (a payload filter); `after_burst()` runs after each non-empty burst,
+  // while its frames are still valid (step 6: the shard hands the events over there). Returns
+  // the frames received.
+  template <class Keep, class AfterBurst>
+  std::size_t receive(std::uint64_t now, Keep&& keep, AfterBurst&& after_burst) {
+    std::span<RxFrame> rx(rx_);
+    std::size_t total = 0;
+    for (std::size_t burst = 0; burst < kMaxRxBursts; ++burst) {
+      const std::size_t n = driver_.rx_burst(rx);
+      // Frames stay valid only until the next rx_burst, so each burst is consumed whole here.
+      const std::size_t kept = n != 0 ? keep(rx.first(n)) : 0;
+      for (std::size_t i = 0; i < kept; ++i) core_.on_datagram(now, rx[i].from, rx[i].bytes);
+      if (n != 0) after_burst();
+      total += n;
+      if (n == 0 || (n < rx.size() && caps_.short_burst_means_empty)) break;
+    }
+    return total;
+  }
+  // Every frame to the core, nothing between bursts.
+  std::size_t receive(std::uint64_t now);
+
+  // Steps 8-10: the core's timers and datagrams, built no faster than the driver's tx_room()
+  // takes them and handed to tx_burst in chunks of its max_burst. What does not fit waits in
+  // the core (dirty peers resume where they stopped) for a later call, after rx_burst has given
+  // the driver a chance to drain; tx_waits() counts the calls put off that way.
+  void transmit(std::uint64_t now);
+
+  std::uint64_t tx_waits() const { return tx_waits_; }
+  const DriverCaps& caps() const { return caps_; }
+
+ private:
+  proto::HostCore& core_;
+  Driver& driver_;
+  const DriverCaps caps_;
+  const std::size_t chunk_max_;
+  std::vector<RxFrame> rx_;
+  std::vector<proto::OutDatagram> out_;
+  std::vector<TxFrame> tx_;
+  std::uint64_t tx_waits_ = 0;
+};
+
+}  // namespace tern::rt
