@@ -663,6 +663,12 @@ void Relay::recheck_rooms(rt::Shard& s) {
   const std::size_t hold = config_.hold_threshold();
   const std::uint64_t slow_us = std::uint64_t{config_.slow_member_ms} * 1000;
   std::vector<PeerHandle> slow;
+  // At most one room leaves a hold per pass while anything waits on the queue to other shards.
+  // A released room's members have their held messages (up to HostConfig::max_withheld each)
+  // delivered and fanned out at once; every room released together put all of those into that
+  // queue, far past overflow_limit. One room a pass bounds the queue near overflow_limit / 2
+  // plus one room's held messages, and the rest follow a pass (kRecheckUs) apart.
+  bool released = false;
   for (std::size_t i = 0; i < st.pressured.size();) {
     const std::uint32_t room_id = st.pressured[i];
     auto it = st.rooms.find(room_id);
@@ -703,10 +709,13 @@ void Relay::recheck_rooms(rt::Shard& s) {
           deepest = std::max(deepest, s.queued_bytes(p));
         }
       }
-      if (deepest < hold / 2) set_local_pressure(s, room_id, it->second, false);
+      if (deepest < hold / 2 && !(released && st.waiting_total != 0)) {
+        set_local_pressure(s, room_id, it->second, false);
+        released = released || !it->second.held;
+      }
     }
     Room& r = it->second;
-    if (r.overflow_pressure) {
+    if (r.overflow_pressure && !released) {
       bool clear = true;
       for (std::size_t t = 0; t < st.shard_count; ++t) {
         if (t != s.index() && r.on_shard[t] != 0 &&
@@ -717,6 +726,7 @@ void Relay::recheck_rooms(rt::Shard& s) {
       if (clear) {
         r.overflow_pressure = false;
         update_room_hold(s, r);
+        released = !r.held;
       }
     }
     if (!r.local_pressure && !r.overflow_pressure) {
