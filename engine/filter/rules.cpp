@@ -59,27 +59,8 @@ bool parse_u32(std::string_view s, std::uint32_t& out) {
   return ec == std::errc{} && ptr == s.data() + s.size();
 }
 
-// Parses one non-comment line into `rule`; on failure returns the reason.
-std::string parse_line(std::string_view line, Rule& rule) {
-  std::string_view rest = line;
-  const std::string_view id = next_field(rest);
-  const std::string_view scope = next_field(rest);
-  const std::string_view action = next_field(rest);
-  rest = trim_left(rest);
-  if (scope.empty() || action.empty() || rest.empty()) {
-    return "expected `ID SCOPE ACTION /PATTERN/FLAGS`";
-  }
-
-  if (!parse_u32(id, rule.id)) return "bad rule id '" + std::string(id) + "' (unsigned integer)";
-
-  if (scope == "datagram") {
-    rule.scope = Scope::datagram;
-  } else if (scope == "message") {
-    rule.scope = Scope::message;
-  } else {
-    return "unknown scope '" + std::string(scope) + "' (datagram, message)";
-  }
-
+// The ACTION field: drop, count, ban:SECONDS or limit:N/s; on failure returns the reason.
+std::string parse_action(std::string_view action, Rule& rule) {
   if (action == "drop") {
     rule.action = Action::drop;
   } else if (action == "count") {
@@ -99,7 +80,11 @@ std::string parse_line(std::string_view line, Rule& rule) {
   } else {
     return "unknown action '" + std::string(action) + "' (drop, count, ban:SECONDS, limit:N/s)";
   }
+  return {};
+}
 
+// `/PATTERN/FLAGS` and what may follow it (a comment); on failure returns the reason.
+std::string parse_pattern(std::string_view rest, Rule& rule) {
   if (rest.front() != '/') return "pattern must start with '/'";
   rest.remove_prefix(1);
   rule.pattern.clear();
@@ -143,6 +128,30 @@ std::string parse_line(std::string_view line, Rule& rule) {
     return "unexpected text after the pattern: '" + std::string(rest) + "'";
   }
   return {};
+}
+
+// Parses one non-comment line into `rule`; on failure returns the reason.
+std::string parse_line(std::string_view line, Rule& rule) {
+  std::string_view rest = line;
+  const std::string_view id = next_field(rest);
+  const std::string_view scope = next_field(rest);
+  const std::string_view action = next_field(rest);
+  rest = trim_left(rest);
+  if (scope.empty() || action.empty() || rest.empty()) {
+    return "expected `ID SCOPE ACTION /PATTERN/FLAGS`";
+  }
+
+  if (!parse_u32(id, rule.id)) return "bad rule id '" + std::string(id) + "' (unsigned integer)";
+
+  if (scope == "datagram") {
+    rule.scope = Scope::datagram;
+  } else if (scope == "message") {
+    rule.scope = Scope::message;
+  } else {
+    return "unknown scope '" + std::string(scope) + "' (datagram, message)";
+  }
+  if (std::string reason = parse_action(action, rule); !reason.empty()) return reason;
+  return parse_pattern(rest, rule);
 }
 
 }  // namespace
