@@ -121,40 +121,38 @@ struct HostCore::Impl {
     extra(p).*field = value;
   }
 
+  // A per-connection setting: the peer's own once it has an extra block, else the host's.
+  static std::uint32_t setting(const Peer& p, std::uint32_t PeerExtra::*field,
+                               std::uint32_t host_value) {
+    return p.extra != nullptr ? p.extra->*field : host_value;
+  }
   std::uint32_t ping_interval(const Peer& p) const {
-    return p.extra != nullptr ? p.extra->ping_interval : config.ping_interval_ms;
+    return setting(p, &PeerExtra::ping_interval, config.ping_interval_ms);
   }
-
   std::uint32_t timeout_limit(const Peer& p) const {
-    return p.extra != nullptr ? p.extra->timeout_limit : config.timeout_limit;
+    return setting(p, &PeerExtra::timeout_limit, config.timeout_limit);
   }
-
   std::uint32_t timeout_minimum(const Peer& p) const {
-    return p.extra != nullptr ? p.extra->timeout_minimum : config.timeout_minimum_ms;
+    return setting(p, &PeerExtra::timeout_minimum, config.timeout_minimum_ms);
   }
-
   std::uint32_t timeout_maximum(const Peer& p) const {
-    return p.extra != nullptr ? p.extra->timeout_maximum : config.timeout_maximum_ms;
+    return setting(p, &PeerExtra::timeout_maximum, config.timeout_maximum_ms);
   }
-
   std::uint32_t throttle_interval(const Peer& p) const {
-    return p.extra != nullptr ? p.extra->throttle_interval : config.throttle_interval_ms;
+    return setting(p, &PeerExtra::throttle_interval, config.throttle_interval_ms);
   }
-
   std::uint32_t throttle_acceleration(const Peer& p) const {
-    return p.extra != nullptr ? p.extra->throttle_acceleration : config.throttle_acceleration;
+    return setting(p, &PeerExtra::throttle_acceleration, config.throttle_acceleration);
   }
-
   std::uint32_t throttle_deceleration(const Peer& p) const {
-    return p.extra != nullptr ? p.extra->throttle_deceleration : config.throttle_deceleration;
+    return setting(p, &PeerExtra::throttle_deceleration, config.throttle_deceleration);
   }
-
+  // Announced by the other side (0: none).
   static std::uint32_t incoming_bandwidth(const Peer& p) {
-    return p.extra != nullptr ? p.extra->incoming_bandwidth : 0;
+    return setting(p, &PeerExtra::incoming_bandwidth, 0);
   }
-
   static std::uint32_t outgoing_bandwidth(const Peer& p) {
-    return p.extra != nullptr ? p.extra->outgoing_bandwidth : 0;
+    return setting(p, &PeerExtra::outgoing_bandwidth, 0);
   }
 
   void set_throttle_settings(Peer& p, std::uint32_t interval, std::uint32_t acceleration,
