@@ -258,7 +258,7 @@ struct HostCore::Impl {
 
   // ---- peer_directory.cpp: which connection a datagram names: slots, peer IDs, address keys; peer
   // allocation and reset ----------------------------------------------
-  std::uint32_t route_slot(const Endpoint& from, std::uint16_t id) const;
+  [[gnu::always_inline]] std::uint32_t route_slot(const Endpoint& from, std::uint16_t id) const;
   Peer* route(const Endpoint& from, std::uint16_t id);
   bool peer_id_taken(const Endpoint& address, std::uint16_t id) const;
   std::uint16_t free_peer_id(const Endpoint& address, std::uint16_t preferred) const;
@@ -299,10 +299,11 @@ struct HostCore::Impl {
   bool charge(Peer& p, std::size_t bytes, bool reassembly, Drop& why);
   void evict_largest_holder();
   void deliver(Peer& p, std::uint8_t channel, Delivery delivery, InCmd* c);
-  void deliver_now(Peer& p, std::uint8_t channel, Delivery delivery, Packet packet,
-                   std::span<const std::byte> lent = {});
-  void deliver_from_datagram(Peer& p, std::uint8_t channel, Delivery delivery,
-                             std::span<const std::byte> bytes);
+  [[gnu::always_inline]] void deliver_now(Peer& p, std::uint8_t channel, Delivery delivery,
+                                          Packet packet, std::span<const std::byte> lent = {});
+  [[gnu::always_inline]] void deliver_from_datagram(Peer& p, std::uint8_t channel,
+                                                    Delivery delivery,
+                                                    std::span<const std::byte> bytes);
   void dispatch_reliable(Peer& p, std::uint8_t channel_id);
   void dispatch_unreliable(Peer& p, std::uint8_t channel_id);
   bool insert_reliable(Channel& ch, InCmd* c);
