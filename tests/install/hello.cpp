@@ -1,6 +1,8 @@
 // hello.cpp: the C++ API against an installed Tern. Built by install_test.py with nothing but
 // `pkg-config --cflags --libs tern` (and -std=c++20, which the public headers need): two hosts
 // on loopback, one reliable message there and back. Exits 0 when the echo came back intact.
+// It also includes the C header, which must compile as C++, and prints the library's version.
+#include <tern/tern.h>
 #include <tern/host.hpp>
 
 #include <chrono>
@@ -35,7 +37,8 @@ int main() {
         const auto got = ev.payload();
         const bool same =
             got.size() == bytes.size() && std::memcmp(got.data(), bytes.data(), got.size()) == 0;
-        std::printf("hello: %s\n", same ? text : "(damaged echo)");
+        std::printf("hello: %s\nhello: libtern %s\n", same ? text : "(damaged echo)",
+                    tern_version());
         return same ? 0 : 1;
       }
     }

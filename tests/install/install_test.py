@@ -10,7 +10,8 @@ Checks, in order:
     headers, tern.pc, tern-relay's sample configuration and its systemd unit in place;
   - the C example (the README's) and a C++ program, each linked against the shared library,
     run from a scratch directory and exchange their message over loopback;
-  - both again linked statically (`pkg-config --static`, -static): no libtern.so needed.
+  - both again linked statically (`pkg-config --static`, -static): no libtern.so needed;
+  - the C++ program, which also includes tern/tern.h, reports tern.pc's version.
 Prints one line per step; exits 0 when all pass, 1 otherwise (2 on bad arguments).
 """
 import argparse
@@ -125,6 +126,7 @@ def steps(args, destdir, work):
     def pkg(*flags):
         return run(["pkg-config", *flags, "tern"], env=env).split()
 
+    version = run(["pkg-config", "--modversion", "tern"], env=env).strip()
     shared_flags = pkg("--cflags", "--libs")
     static_flags = pkg("--static", "--cflags", "--libs")
     builds = [
@@ -141,6 +143,8 @@ def steps(args, destdir, work):
         out = run([exe], cwd=work, env=dict(os.environ, LD_LIBRARY_PATH=libdir), timeout=60)
         if expect not in out:
             raise Failed(f"{lang} (shared): expected {expect!r}, got:\n{out}")
+        if lang == "c++" and f"hello: libtern {version}" not in out:
+            raise Failed(f"tern_version() is not tern.pc's version {version}:\n{out}")
         print(f"ok: {lang} against libtern.so: {out.splitlines()[0]}")
 
         exe = os.path.join(work, f"{lang}-static")
