@@ -3,16 +3,18 @@
 would: with `pkg-config --cflags --libs tern` and nothing from the source tree.
 
   install_test.py --build-dir DIR --example engine/api/examples/echo.c --cxx-program hello.cpp
-                  [--cc CC] [--cxx CXX]
+                  [--cc CC] [--cxx CXX] [--relay]
 
 Checks, in order:
   - `meson install --destdir` puts libtern.so (with its soname links), libtern.a, the public
-    headers, tern.pc, tern-relay's sample configuration and its systemd unit in place;
+    headers and tern.pc in place, and with --relay (tern-relay is built) its sample
+    configuration and its systemd unit;
   - the C example (the README's) and a C++ program, each linked against the shared library,
     run from a scratch directory and exchange their message over loopback;
   - both again linked statically (`pkg-config --static`, -static): no libtern.so needed;
   - the C++ program, which also includes tern/tern.h, reports tern.pc's version.
-Prints one line per step; exits 0 when all pass, 1 otherwise (2 on bad arguments).
+Prints one line per step; exits 0 when all pass, 1 otherwise, 2 on bad arguments, 77 (skip)
+when a tool it needs is missing.
 """
 import argparse
 import os
@@ -54,6 +56,7 @@ def main():
     parser.add_argument("--cxx-program", required=True, help="the C++ program to build")
     parser.add_argument("--cc", default="cc")
     parser.add_argument("--cxx", default="c++")
+    parser.add_argument("--relay", action="store_true", help="tern-relay is built: check its files")
     args = parser.parse_args()
     for tool in ("pkg-config", "readelf", args.cc, args.cxx):
         if shutil.which(tool) is None:
@@ -103,21 +106,22 @@ def steps(args, destdir, work):
             raise Failed(f"tern/{h} not installed ({headers})")
     print(f"ok: headers {headers}")
 
-    share = os.path.dirname(find_one(destdir, "relay.toml"))
-    if not os.path.exists(os.path.join(share, "filter.rules")):
-        raise Failed("filter.rules not installed next to relay.toml")
-    unit = find_one(destdir, "tern-relay.service")
-    if not unit.endswith("lib/systemd/system/tern-relay.service"):
-        raise Failed(f"the unit is not under lib/systemd/system: {unit}")
-    text = open(unit).read()
-    exec_start = next((l for l in text.splitlines() if l.startswith("ExecStart=")), "")
-    relay = exec_start.split("=", 1)[1].split()[0] if exec_start else ""
-    if not relay or not os.access(destdir + relay, os.X_OK):
-        raise Failed(f"the unit's ExecStart names no installed tern-relay: {exec_start!r}")
-    if "ExecReload=/bin/kill -HUP $MAINPID" not in text:
-        raise Failed("the unit does not reload with SIGHUP")
-    print(f"ok: {os.path.relpath(share, destdir)}/relay.toml, filter.rules; "
-          f"{os.path.relpath(unit, destdir)} runs {relay}")
+    if args.relay:
+        share = os.path.dirname(find_one(destdir, "relay.toml"))
+        if not os.path.exists(os.path.join(share, "filter.rules")):
+            raise Failed("filter.rules not installed next to relay.toml")
+        unit = find_one(destdir, "tern-relay.service")
+        if not unit.endswith("lib/systemd/system/tern-relay.service"):
+            raise Failed(f"the unit is not under lib/systemd/system: {unit}")
+        text = open(unit).read()
+        exec_start = next((l for l in text.splitlines() if l.startswith("ExecStart=")), "")
+        relay = exec_start.split("=", 1)[1].split()[0] if exec_start else ""
+        if not relay or not os.access(destdir + relay, os.X_OK):
+            raise Failed(f"the unit's ExecStart names no installed tern-relay: {exec_start!r}")
+        if "ExecReload=/bin/kill -HUP $MAINPID" not in text:
+            raise Failed("the unit does not reload with SIGHUP")
+        print(f"ok: {os.path.relpath(share, destdir)}/relay.toml, filter.rules; "
+              f"{os.path.relpath(unit, destdir)} runs {relay}")
 
     # pkg-config sees only the DESTDIR: its own .pc files, the sysroot prefixed to its paths.
     env = dict(os.environ, PKG_CONFIG_PATH=os.path.dirname(pc), PKG_CONFIG_SYSROOT_DIR=destdir)
