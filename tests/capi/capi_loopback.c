@@ -2,9 +2,10 @@
  *
  * Streams in every delivery with sequence numbers in the payloads (reliable: all, in order;
  * unreliable: never backwards or twice; unsequenced: never twice), fragmented messages both
- * ways, the three disconnects and the events each one gives, per-peer and per-host counters
- * against what was sent, the extension switches as the peers report them, and the error codes
- * of bad calls. Prints one line per failed check and exits 1 if any failed.
+ * ways, the three disconnects and reset and the events each one gives, flush and check_events,
+ * per-peer and per-host counters against what was sent, the extension switches as the peers report
+ * them, and the error codes of bad calls. Prints one line per failed check and exits 1 if any
+ * failed.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -293,6 +294,20 @@ static void disconnects(void) {
   }
   close_pair(&p);
 
+  /* Reset: forgotten here without a word or an event; the other side is not told. */
+  if (open_pair(&p, NULL, NULL, 0)) {
+    tern_peer_reset(p.client, p.to_server);
+    CHECK(tern_peer_get_state(p.client, p.to_server) == TERN_PEER_DISCONNECTED &&
+              tern_host_peer_count(p.client) == 0,
+          "reset: state %d, %zu peers", (int)tern_peer_get_state(p.client, p.to_server),
+          tern_host_peer_count(p.client));
+    CHECK(tern_host_service(p.client, &ev, 20) == 0, "client: event %d after reset", (int)ev.type);
+    CHECK(tern_host_service(p.server, &ev, 20) == 0 &&
+              tern_peer_get_state(p.server, p.to_client) == TERN_PEER_CONNECTED,
+          "server: told of a reset (event %d)", (int)ev.type);
+  }
+  close_pair(&p);
+
   /* Later: everything queued arrives first, in order, then the disconnect. */
   if (open_pair(&p, NULL, NULL, 0)) {
     enum { kQueued = 50 };
@@ -395,6 +410,31 @@ static void extensions(void) {
   tern_host_destroy(server);
 }
 
+/* flush sends what is queued without servicing; check_events hands out what is queued
+ * without any I/O. */
+static void flush_and_check_events(void) {
+  pair p;
+  if (open_pair(&p, NULL, NULL, 0)) {
+    tern_event ev;
+    CHECK(tern_host_check_events(p.server, &ev) == 0 && ev.type == TERN_EVENT_NONE,
+          "an event out of nothing");
+    CHECK(tern_peer_send(p.client, p.to_server, 0, "flushed", 7, TERN_SEND_RELIABLE) == TERN_OK,
+          "send");
+    tern_host_flush(p.client);
+    /* The datagram is in the server's socket: only a service (I/O) finds it. */
+    int got = 0;
+    const double start = seconds();
+    while (!got && seconds() - start < kHangSeconds) {
+      CHECK(tern_host_check_events(p.server, &ev) == 0, "check_events did I/O");
+      got = tern_host_service(p.server, &ev, 5) > 0;
+    }
+    CHECK(got && ev.type == TERN_EVENT_RECEIVE && ev.length == 7 &&
+              memcmp(ev.data, "flushed", 7) == 0,
+          "the flushed message did not arrive (event %d)", (int)ev.type);
+  }
+  close_pair(&p);
+}
+
 static void bad_calls(void) {
   char error[256];
   CHECK(tern_host_create(NULL, "not an address", error, sizeof error) == NULL && error[0] != '\0',
@@ -461,6 +501,7 @@ int main(void) {
   streams();
   fragments();
   disconnects();
+  flush_and_check_events();
   connect_timeout();
   extensions();
   if (g_failures != 0) {
