@@ -44,6 +44,10 @@ proto::HostConfig to_config(const HostOptions& o, std::uint64_t seed) {
   c.timeout_limit = o.timeout_limit;
   c.timeout_minimum_ms = o.timeout_minimum_ms;
   c.timeout_maximum_ms = o.timeout_maximum_ms;
+  c.selective_acks = o.selective_acks;
+  c.fast_retransmit = o.fast_retransmit;
+  c.congestion_window = o.congestion_window;
+  c.throttle_reliable_window = o.throttle_reliable_window;
   c.random_seed = seed;
   return c;
 }

@@ -51,6 +51,12 @@ struct HostOptions {
   std::uint32_t timeout_minimum_ms = 5000;
   std::uint32_t timeout_maximum_ms = 30000;
   std::uint64_t random_seed = 0;  // 0 = seeded from the clock
+  // Tern's extensions (proto::HostConfig has the details); false behaves exactly as ENet.
+  // Only selective_acks shows on the wire, and only to a Tern peer that offers it too.
+  bool selective_acks = true;            // one command acknowledges up to 33 reliable ones
+  bool fast_retransmit = true;           // resend what later acknowledgements show lost
+  bool congestion_window = true;         // after a stall, regrow the window from one MTU
+  bool throttle_reliable_window = true;  // ENet's throttle also scales the reliable window
   // Socket hosts only.
   int socket_receive_buffer = 4 << 20;
   int socket_send_buffer = 4 << 20;

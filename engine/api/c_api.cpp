@@ -1,0 +1,452 @@
+// The C API (tern/tern.h) over tern::Host: opaque handles, error codes, and no exception
+// ever crossing into the caller's C frames (an exception unwinding through C is undefined).
+#include <tern/tern.h>
+#include <tern/host.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <new>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+struct tern_host {
+  std::unique_ptr<tern::Host> host;
+  // The last receive event's message, so tern_event.data stays valid until the next service
+  // call without a copy (ENet hands out a packet to destroy instead; this has nothing to free).
+  tern::Packet held;
+  // Reserved at creation: a failure path that has to allocate would be the wrong place to
+  // run out of memory.
+  std::string last_error;
+};
+
+namespace {
+
+static_assert(std::is_trivially_copyable_v<tern_event>);
+static_assert(sizeof(tern::Endpoint::addr) == sizeof(tern_address::addr));
+
+constexpr std::size_t kErrorReserve = 256;
+
+void set_error(const tern_host* host, std::string_view why) {
+  if (host == nullptr) return;
+  auto& text = const_cast<tern_host*>(host)->last_error;
+  // assign() into reserved capacity: no allocation for the messages this file writes.
+  text.assign(why.substr(0, text.capacity() != 0 ? text.capacity() : why.size()));
+}
+
+void clear_error(const tern_host* host) {
+  if (host != nullptr) const_cast<tern_host*>(host)->last_error.clear();
+}
+
+tern_peer to_c(tern::PeerHandle p) { return tern_peer{p.slot, p.generation}; }
+tern::PeerHandle to_cpp(tern_peer p) { return tern::PeerHandle{p.slot, p.generation}; }
+
+tern_address to_c(const tern::Endpoint& e) {
+  tern_address a{};
+  std::memcpy(a.addr, e.addr.data(), sizeof a.addr);
+  a.port = e.port;
+  return a;
+}
+
+tern::Endpoint to_cpp(const tern_address& a) { return tern::Endpoint::v6(a.addr, a.port); }
+
+int to_c(tern::SendResult r) {
+  switch (r) {
+    case tern::SendResult::ok: return TERN_OK;
+    case tern::SendResult::not_connected: return TERN_ERROR_NOT_CONNECTED;
+    case tern::SendResult::bad_channel: return TERN_ERROR_BAD_CHANNEL;
+    case tern::SendResult::too_large: return TERN_ERROR_TOO_LARGE;
+    case tern::SendResult::queue_full: return TERN_ERROR_QUEUE_FULL;
+  }
+  return TERN_ERROR;
+}
+
+uint32_t to_flags(tern::Delivery d) {
+  switch (d) {
+    case tern::Delivery::reliable: return TERN_SEND_RELIABLE;
+    case tern::Delivery::unreliable: return 0;
+    case tern::Delivery::unsequenced: return TERN_SEND_UNSEQUENCED;
+  }
+  return 0;
+}
+
+tern::HostOptions to_cpp(const tern_host_options& o) {
+  tern::HostOptions h;
+  h.peer_limit = o.peer_limit;
+  h.channel_limit = o.channel_limit;
+  h.incoming_bandwidth = o.incoming_bandwidth;
+  h.outgoing_bandwidth = o.outgoing_bandwidth;
+  h.mtu = o.mtu;
+  h.checksum = o.checksum != 0;
+  h.max_packet_size = o.max_packet_size;
+  h.max_waiting_data = o.max_waiting_data;
+  h.memory_cap = o.memory_cap;
+  h.max_queued = o.max_queued;
+  h.ping_interval_ms = o.ping_interval_ms;
+  h.timeout_limit = o.timeout_limit;
+  h.timeout_minimum_ms = o.timeout_minimum_ms;
+  h.timeout_maximum_ms = o.timeout_maximum_ms;
+  h.random_seed = o.random_seed;
+  h.socket_receive_buffer = o.socket_receive_buffer;
+  h.socket_send_buffer = o.socket_send_buffer;
+  h.selective_acks = o.selective_acks != 0;
+  h.fast_retransmit = o.fast_retransmit != 0;
+  h.congestion_window = o.congestion_window != 0;
+  h.throttle_reliable_window = o.throttle_reliable_window != 0;
+  return h;
+}
+
+void write_text(char* out, std::size_t size, std::string_view why) {
+  if (out == nullptr || size == 0) return;
+  const std::size_t n = std::min(size - 1, why.size());
+  std::memcpy(out, why.data(), n);
+  out[n] = '\0';
+}
+
+// Fills `event` from a tern::Event and keeps its message alive in the host.
+void to_c(tern_host& h, tern::Event& ev, tern_event& out) {
+  out = tern_event{};
+  out.type = static_cast<tern_event_type>(ev.type);
+  out.peer = to_c(ev.peer);
+  out.address = to_c(ev.address);
+  out.channel = ev.channel;
+  out.reason = static_cast<tern_disconnect_reason>(ev.reason);
+  out.user_data = ev.data;
+  if (ev.type == tern::EventType::receive) {
+    out.flags = to_flags(ev.delivery);
+    h.held = ev.take_payload();
+    const auto bytes = h.held.bytes();
+    out.data = reinterpret_cast<const uint8_t*>(bytes.data());
+    out.length = bytes.size();
+  }
+}
+
+}  // namespace
+
+static_assert(static_cast<int>(tern::EventType::receive) == TERN_EVENT_RECEIVE);
+static_assert(static_cast<int>(tern::EventType::disconnect) == TERN_EVENT_DISCONNECT);
+static_assert(static_cast<int>(tern::DisconnectReason::evicted) == TERN_REASON_EVICTED);
+static_assert(static_cast<int>(tern::PeerState::zombie) == TERN_PEER_ZOMBIE);
+
+extern "C" {
+
+const char* tern_version(void) { return TERN_LIBRARY_VERSION; }
+
+tern_host_options tern_host_options_default(void) {
+  const tern::HostOptions h;
+  tern_host_options o{};
+  o.peer_limit = h.peer_limit;
+  o.channel_limit = h.channel_limit;
+  o.incoming_bandwidth = h.incoming_bandwidth;
+  o.outgoing_bandwidth = h.outgoing_bandwidth;
+  o.mtu = h.mtu;
+  o.checksum = h.checksum;
+  o.max_packet_size = h.max_packet_size;
+  o.max_waiting_data = h.max_waiting_data;
+  o.memory_cap = h.memory_cap;
+  o.max_queued = h.max_queued;
+  o.ping_interval_ms = h.ping_interval_ms;
+  o.timeout_limit = h.timeout_limit;
+  o.timeout_minimum_ms = h.timeout_minimum_ms;
+  o.timeout_maximum_ms = h.timeout_maximum_ms;
+  o.random_seed = h.random_seed;
+  o.socket_receive_buffer = h.socket_receive_buffer;
+  o.socket_send_buffer = h.socket_send_buffer;
+  o.selective_acks = h.selective_acks;
+  o.fast_retransmit = h.fast_retransmit;
+  o.congestion_window = h.congestion_window;
+  o.throttle_reliable_window = h.throttle_reliable_window;
+  return o;
+}
+
+tern_host* tern_host_create(const tern_host_options* options, const char* bind, char* error,
+                            size_t error_size) {
+  write_text(error, error_size, "");
+  if (bind == nullptr) {
+    write_text(error, error_size, "no bind address");
+    return nullptr;
+  }
+  try {
+    const auto endpoint = tern::Endpoint::parse(bind);
+    if (!endpoint) {
+      write_text(error, error_size, std::string("not an address: \"") + bind + "\"");
+      return nullptr;
+    }
+    const tern::HostOptions cpp =
+        options != nullptr ? to_cpp(*options) : to_cpp(tern_host_options_default());
+    std::string why;
+    auto host = tern::Host::listen(cpp, *endpoint, why);
+    if (host == nullptr) {
+      write_text(error, error_size, why);
+      return nullptr;
+    }
+    auto* h = new tern_host{std::move(host), {}, {}};
+    h->last_error.reserve(kErrorReserve);
+    return h;
+  } catch (const std::bad_alloc&) {
+    write_text(error, error_size, "out of memory");
+  } catch (const std::exception& e) {
+    write_text(error, error_size, e.what());
+  } catch (...) {
+    write_text(error, error_size, "unknown error");
+  }
+  return nullptr;
+}
+
+void tern_host_destroy(tern_host* host) {
+  // ~Host frees memory and closes a socket: nothing in it throws.
+  delete host;
+}
+
+const char* tern_host_last_error(const tern_host* host) {
+  return host != nullptr ? host->last_error.c_str() : "no host";
+}
+
+tern_peer tern_host_connect(tern_host* host, const tern_address* address, size_t channel_count,
+                            uint32_t user_data) {
+  const tern_peer invalid = to_c(tern::PeerHandle{});
+  if (host == nullptr) return invalid;
+  if (address == nullptr || channel_count == 0 || channel_count > 255) {
+    set_error(host, "connect: no address, or a channel count outside 1..255");
+    return invalid;
+  }
+  try {
+    const tern::PeerHandle p = host->host->connect(to_cpp(*address), channel_count, user_data);
+    if (!p.valid()) {
+      set_error(host, "connect: the peer limit is reached");
+    } else {
+      clear_error(host);
+    }
+    return to_c(p);
+  } catch (const std::bad_alloc&) {
+    set_error(host, "connect: out of memory");
+  } catch (...) {
+    set_error(host, "connect: failed");
+  }
+  return invalid;
+}
+
+int tern_host_service(tern_host* host, tern_event* event, uint32_t timeout_ms) {
+  if (host == nullptr || event == nullptr) return TERN_ERROR_INVALID_ARGUMENT;
+  host->held.reset();
+  *event = tern_event{};
+  try {
+    tern::Event ev;
+    if (!host->host->service(ev, std::chrono::milliseconds(timeout_ms))) return 0;
+    to_c(*host, ev, *event);
+    return 1;
+  } catch (const std::bad_alloc&) {
+    set_error(host, "service: out of memory");
+    return TERN_ERROR_NO_MEMORY;
+  } catch (...) {
+    set_error(host, "service: failed");
+    return TERN_ERROR;
+  }
+}
+
+int tern_host_check_events(tern_host* host, tern_event* event) {
+  if (host == nullptr || event == nullptr) return TERN_ERROR_INVALID_ARGUMENT;
+  host->held.reset();
+  *event = tern_event{};
+  try {
+    tern::Event ev;
+    if (!host->host->check_events(ev)) return 0;
+    to_c(*host, ev, *event);
+    return 1;
+  } catch (...) {
+    set_error(host, "check_events: failed");
+    return TERN_ERROR;
+  }
+}
+
+void tern_host_flush(tern_host* host) {
+  if (host == nullptr) return;
+  try {
+    host->host->flush();
+  } catch (...) {
+    set_error(host, "flush: failed");
+  }
+}
+
+int tern_peer_send(tern_host* host, tern_peer peer, uint8_t channel, const void* data,
+                   size_t length, uint32_t flags) {
+  if (host == nullptr) return TERN_ERROR_INVALID_ARGUMENT;
+  constexpr uint32_t known =
+      TERN_SEND_RELIABLE | TERN_SEND_UNSEQUENCED | TERN_SEND_UNRELIABLE_FRAGMENT;
+  if ((flags & ~known) != 0 ||
+      (flags & (TERN_SEND_RELIABLE | TERN_SEND_UNSEQUENCED)) ==
+          (TERN_SEND_RELIABLE | TERN_SEND_UNSEQUENCED) ||
+      (data == nullptr && length != 0)) {
+    set_error(host, "send: unknown flags, RELIABLE with UNSEQUENCED, or no data");
+    return TERN_ERROR_INVALID_ARGUMENT;
+  }
+  const tern::Delivery delivery = (flags & TERN_SEND_RELIABLE) != 0 ? tern::Delivery::reliable
+                                  : (flags & TERN_SEND_UNSEQUENCED) != 0
+                                      ? tern::Delivery::unsequenced
+                                      : tern::Delivery::unreliable;
+  try {
+    const int r = to_c(
+        host->host->send(to_cpp(peer), channel, delivery,
+                         std::span<const std::byte>(static_cast<const std::byte*>(data), length)));
+    if (r != TERN_OK) set_error(host, "send: refused (see the result)");
+    return r;
+  } catch (const std::bad_alloc&) {
+    set_error(host, "send: out of memory");
+    return TERN_ERROR_NO_MEMORY;
+  } catch (...) {
+    set_error(host, "send: failed");
+    return TERN_ERROR;
+  }
+}
+
+void tern_peer_disconnect(tern_host* host, tern_peer peer, uint32_t user_data) {
+  if (host == nullptr) return;
+  try {
+    host->host->disconnect(to_cpp(peer), user_data);
+  } catch (...) {
+    set_error(host, "disconnect: failed");
+  }
+}
+
+void tern_peer_disconnect_now(tern_host* host, tern_peer peer, uint32_t user_data) {
+  if (host == nullptr) return;
+  try {
+    host->host->disconnect_now(to_cpp(peer), user_data);
+  } catch (...) {
+    set_error(host, "disconnect_now: failed");
+  }
+}
+
+void tern_peer_disconnect_later(tern_host* host, tern_peer peer, uint32_t user_data) {
+  if (host == nullptr) return;
+  try {
+    host->host->disconnect_later(to_cpp(peer), user_data);
+  } catch (...) {
+    set_error(host, "disconnect_later: failed");
+  }
+}
+
+void tern_peer_reset(tern_host* host, tern_peer peer) {
+  if (host == nullptr) return;
+  try {
+    host->host->reset(to_cpp(peer));
+  } catch (...) {
+    set_error(host, "reset: failed");
+  }
+}
+
+int tern_peer_get_stats(const tern_host* host, tern_peer peer, tern_peer_stats* stats) {
+  if (host == nullptr || stats == nullptr) return TERN_ERROR_INVALID_ARGUMENT;
+  *stats = tern_peer_stats{};
+  tern::PeerStats s;
+  if (!host->host->peer_stats(to_cpp(peer), s)) return TERN_ERROR_NOT_CONNECTED;
+  stats->rtt_ms = s.rtt_ms;
+  stats->rtt_variance_ms = s.rtt_variance_ms;
+  stats->lowest_rtt_ms = s.lowest_rtt_ms;
+  stats->packet_loss = s.packet_loss;
+  stats->packet_loss_variance = s.packet_loss_variance;
+  stats->packet_throttle = s.packet_throttle;
+  stats->packet_throttle_limit = s.packet_throttle_limit;
+  stats->mtu = s.mtu;
+  stats->window_size = s.window_size;
+  stats->channel_count = s.channel_count;
+  stats->datagrams_sent = s.datagrams_sent;
+  stats->datagrams_received = s.datagrams_received;
+  stats->bytes_sent = s.bytes_sent;
+  stats->bytes_received = s.bytes_received;
+  stats->reliable_retransmits = s.reliable_retransmits;
+  stats->messages_sent = s.messages_sent;
+  stats->messages_received = s.messages_received;
+  stats->reliable_in_transit = s.reliable_in_transit;
+  stats->queued_outgoing = s.queued_outgoing;
+  stats->selective_acks = s.selective_acks;
+  return TERN_OK;
+}
+
+tern_peer_state tern_peer_get_state(const tern_host* host, tern_peer peer) {
+  if (host == nullptr) return TERN_PEER_DISCONNECTED;
+  return static_cast<tern_peer_state>(host->host->peer_state(to_cpp(peer)));
+}
+
+int tern_peer_get_address(const tern_host* host, tern_peer peer, tern_address* address) {
+  if (host == nullptr || address == nullptr) return TERN_ERROR_INVALID_ARGUMENT;
+  *address = tern_address{};
+  if (host->host->peer_state(to_cpp(peer)) == tern::PeerState::disconnected) {
+    return TERN_ERROR_NOT_CONNECTED;
+  }
+  *address = to_c(host->host->peer_address(to_cpp(peer)));
+  return TERN_OK;
+}
+
+int tern_peer_valid(tern_peer peer) { return to_cpp(peer).valid() ? 1 : 0; }
+
+int tern_peer_equal(tern_peer a, tern_peer b) { return to_cpp(a) == to_cpp(b) ? 1 : 0; }
+
+void tern_host_get_stats(const tern_host* host, tern_host_stats* stats) {
+  if (stats == nullptr) return;
+  *stats = tern_host_stats{};
+  if (host == nullptr) return;
+  try {
+    // HostStats lists the drops by reason in a vector: this is not a per-packet call.
+    const tern::HostStats s = host->host->stats();
+    stats->datagrams_in = s.datagrams_in;
+    stats->bytes_in = s.bytes_in;
+    stats->datagrams_out = s.datagrams_out;
+    stats->bytes_out = s.bytes_out;
+    stats->messages_in = s.messages_in;
+    stats->messages_out = s.messages_out;
+    stats->connects = s.connects;
+    stats->disconnects = s.disconnects;
+    stats->timeouts = s.timeouts;
+    stats->retransmits = s.retransmits;
+    stats->dropped = s.dropped;
+    stats->peers = s.peers;
+    stats->buffered_bytes = s.buffered_bytes;
+  } catch (...) {
+    set_error(host, "stats: out of memory");
+  }
+}
+
+size_t tern_host_peer_count(const tern_host* host) {
+  return host != nullptr ? host->host->peer_count() : 0;
+}
+
+tern_address tern_host_local_address(const tern_host* host) {
+  return host != nullptr ? to_c(host->host->local_endpoint()) : tern_address{};
+}
+
+int tern_address_parse(const char* text, tern_address* address) {
+  if (text == nullptr || address == nullptr) return TERN_ERROR_INVALID_ARGUMENT;
+  try {
+    const auto e = tern::Endpoint::parse(text);
+    if (!e) return TERN_ERROR_INVALID_ARGUMENT;
+    *address = to_c(*e);
+    return TERN_OK;
+  } catch (...) {
+    return TERN_ERROR;
+  }
+}
+
+size_t tern_address_format(const tern_address* address, char* out, size_t size) {
+  if (address == nullptr) {
+    write_text(out, size, "");
+    return 0;
+  }
+  try {
+    const std::string text = to_cpp(*address).to_string();
+    write_text(out, size, text);
+    return text.size();
+  } catch (...) {
+    write_text(out, size, "");
+    return 0;
+  }
+}
+
+tern_address tern_address_ipv4(uint32_t host_order_addr, uint16_t port) {
+  return to_c(tern::Endpoint::v4(host_order_addr, port));
+}
+
+}  // extern "C"

@@ -1,0 +1,255 @@
+/* tern.h: the C API of Tern, for other languages and engines.
+ *
+ * The shape of ENet's enet_host_* and enet_peer_* calls over tern::Host (tern/host.hpp): create
+ * a host, connect, service it for events, send with delivery flags, disconnect in three ways,
+ * read per-peer and per-host statistics. Pure C (C11), also usable from C++. Link with
+ * `pkg-config --cflags --libs tern`.
+ *
+ *   tern_host* host = tern_host_create(NULL, "0.0.0.0:0", err, sizeof err);
+ *   tern_address server;
+ *   tern_address_parse("127.0.0.1:7777", &server);
+ *   tern_peer peer = tern_host_connect(host, &server, 2, 0);
+ *   tern_event ev;
+ *   while (tern_host_service(host, &ev, 100) >= 0) {
+ *     if (ev.type == TERN_EVENT_CONNECT) tern_peer_send(host, peer, 0, "hi", 2,
+ * TERN_SEND_RELIABLE); if (ev.type == TERN_EVENT_RECEIVE) printf("%.*s\n", (int)ev.length, (const
+ * char*)ev.data);
+ *   }
+ *   tern_host_destroy(host);
+ *
+ * Rules the whole API keeps:
+ *  - A host is used by one thread at a time (as an ENetHost); hosts are independent.
+ *  - No call throws or aborts: failures come back as a negative tern_result (or NULL / an
+ *    invalid handle), and tern_host_last_error() says why in one line.
+ *  - Peers are handles by value: a handle to a connection that has ended stays harmless (the
+ *    generation no longer matches) and calls on it return TERN_ERROR_NOT_CONNECTED or do nothing.
+ *  - A receive event's bytes (tern_event.data) belong to the host and stay valid until the next
+ *    tern_host_service / tern_host_check_events / tern_host_destroy on it: copy what you keep.
+ */
+#ifndef TERN_TERN_H
+#define TERN_TERN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tern_host tern_host; /* opaque */
+
+/* One connection on one host; compare with tern_peer_equal, test with tern_peer_valid. */
+typedef struct tern_peer {
+  uint32_t slot;
+  uint32_t generation;
+} tern_peer;
+
+/* A UDP address: IPv6 bytes in network order (IPv4 as ::ffff:a.b.c.d) and a host-order port. */
+typedef struct tern_address {
+  uint8_t addr[16];
+  uint16_t port;
+} tern_address;
+
+typedef enum tern_result {
+  TERN_OK = 0,
+  TERN_ERROR = -1, /* anything else: tern_host_last_error() says what */
+  TERN_ERROR_INVALID_ARGUMENT = -2,
+  TERN_ERROR_NOT_CONNECTED = -3, /* peer gone or not in the connected state */
+  TERN_ERROR_BAD_CHANNEL = -4,   /* channel >= the connection's channel count */
+  TERN_ERROR_TOO_LARGE = -5,     /* above max_packet_size, or more fragments than ENet allows */
+  TERN_ERROR_QUEUE_FULL = -6,    /* the peer has max_queued bytes waiting: it is not keeping up */
+  TERN_ERROR_NO_MEMORY = -7
+} tern_result;
+
+/* Delivery flags for tern_peer_send, with ENet's values. 0 is unreliable and sequenced: late
+ * messages are dropped, never delivered backwards. RELIABLE and UNSEQUENCED exclude each other.
+ * Tern always sends an unreliable message larger than one datagram as unreliable fragments
+ * (ENet does only with ENET_PACKET_FLAG_UNRELIABLE_FRAGMENT): the flag is accepted, for code
+ * ported from ENet, and changes nothing. */
+enum {
+  TERN_SEND_RELIABLE = 1u << 0,
+  TERN_SEND_UNSEQUENCED = 1u << 1,
+  TERN_SEND_UNRELIABLE_FRAGMENT = 1u << 3
+};
+
+typedef enum tern_event_type {
+  TERN_EVENT_NONE = 0,
+  TERN_EVENT_CONNECT = 1,
+  TERN_EVENT_RECEIVE = 2,
+  TERN_EVENT_DISCONNECT = 3
+} tern_event_type;
+
+typedef enum tern_disconnect_reason {
+  TERN_REASON_NONE = 0,
+  TERN_REASON_REMOTE = 1,   /* the other side disconnected */
+  TERN_REASON_LOCAL = 2,    /* this side's tern_peer_disconnect(_later) completed */
+  TERN_REASON_TIMEOUT = 3,  /* the peer stopped answering (or never answered a connect) */
+  TERN_REASON_REFUSED = 4,  /* the handshake failed */
+  TERN_REASON_REPLACED = 5, /* a new connection from the same address superseded this one */
+  TERN_REASON_EVICTED = 6   /* dropped to keep buffered data under the host's memory cap */
+} tern_disconnect_reason;
+
+/* ENet's peer states, in ENet's order. */
+typedef enum tern_peer_state {
+  TERN_PEER_DISCONNECTED = 0,
+  TERN_PEER_CONNECTING,
+  TERN_PEER_ACKNOWLEDGING_CONNECT,
+  TERN_PEER_CONNECTION_PENDING,
+  TERN_PEER_CONNECTION_SUCCEEDED,
+  TERN_PEER_CONNECTED,
+  TERN_PEER_DISCONNECT_LATER,
+  TERN_PEER_DISCONNECTING,
+  TERN_PEER_ACKNOWLEDGING_DISCONNECT,
+  TERN_PEER_ZOMBIE
+} tern_peer_state;
+
+typedef struct tern_event {
+  tern_event_type type;
+  tern_peer peer;
+  tern_address address;          /* the peer's */
+  uint8_t channel;               /* receive */
+  uint32_t flags;                /* receive: TERN_SEND_* the message was sent with */
+  tern_disconnect_reason reason; /* disconnect */
+  uint32_t user_data;            /* connect and disconnect: the data the other side passed */
+  const uint8_t* data;           /* receive: the message, owned by the host (see above) */
+  size_t length;
+} tern_event;
+
+/* Host settings: start from tern_host_options_default() and change what you need. */
+typedef struct tern_host_options {
+  size_t peer_limit;
+  uint32_t channel_limit;      /* channels accepted per connection, 1..255 */
+  uint32_t incoming_bandwidth; /* bytes/s, 0 = unlimited */
+  uint32_t outgoing_bandwidth;
+  uint32_t mtu; /* clamped to 576..4096 */
+  int checksum; /* ENet's CRC32 on every datagram; both sides must agree */
+  uint32_t max_packet_size;
+  uint32_t max_waiting_data;
+  size_t memory_cap;
+  size_t max_queued; /* per peer, bytes; 0 = no limit (TERN_ERROR_QUEUE_FULL past it) */
+  uint32_t ping_interval_ms;
+  uint32_t timeout_limit;
+  uint32_t timeout_minimum_ms;
+  uint32_t timeout_maximum_ms;
+  uint64_t random_seed;      /* 0 = from the clock */
+  int socket_receive_buffer; /* bytes */
+  int socket_send_buffer;
+  /* Tern's extensions. Each is 1 by default; 0 behaves exactly as ENet does. Only
+   * selective_acks changes the wire, and only with a Tern peer that offers it too. */
+  int selective_acks;           /* one command acknowledges up to 33 reliable commands */
+  int fast_retransmit;          /* resend a command later acknowledgements show lost */
+  int congestion_window;        /* after a stall, regrow the reliable window from one MTU */
+  int throttle_reliable_window; /* ENet's throttle also scales the reliable window */
+} tern_host_options;
+
+typedef struct tern_peer_stats {
+  uint32_t rtt_ms; /* smoothed round-trip time */
+  uint32_t rtt_variance_ms;
+  uint32_t lowest_rtt_ms;
+  uint32_t packet_loss; /* mean loss of reliable commands, scaled by 65536 */
+  uint32_t packet_loss_variance;
+  uint32_t packet_throttle; /* 0..32 */
+  uint32_t packet_throttle_limit;
+  uint32_t mtu;
+  uint32_t window_size;
+  uint32_t channel_count;
+  uint64_t datagrams_sent;
+  uint64_t datagrams_received;
+  uint64_t bytes_sent;
+  uint64_t bytes_received;
+  uint64_t reliable_retransmits;
+  uint64_t messages_sent;
+  uint64_t messages_received;
+  uint32_t reliable_in_transit; /* bytes sent and not yet acknowledged */
+  uint32_t queued_outgoing;     /* commands waiting to be sent */
+  int selective_acks;           /* 1 when both sides agreed on Tern's selective acks */
+} tern_peer_stats;
+
+typedef struct tern_host_stats {
+  uint64_t datagrams_in;
+  uint64_t bytes_in;
+  uint64_t datagrams_out;
+  uint64_t bytes_out;
+  uint64_t messages_in;
+  uint64_t messages_out;
+  uint64_t connects;
+  uint64_t disconnects;
+  uint64_t timeouts;
+  uint64_t retransmits;
+  uint64_t dropped; /* datagrams and commands refused, every reason together */
+  size_t peers;
+  size_t buffered_bytes;
+} tern_host_stats;
+
+/* "0.1.0": the library's version (not the header's). */
+const char* tern_version(void);
+
+tern_host_options tern_host_options_default(void);
+
+/* A host on a UDP socket bound to `bind`: "0.0.0.0:0" for a client, "*:PORT" for a dual-stack
+ * server, "127.0.0.1:PORT", "[::1]:PORT". `options` NULL means the defaults. On failure returns
+ * NULL and writes a one-line reason into `error` (when it is not NULL; cut to error_size). */
+tern_host* tern_host_create(const tern_host_options* options, const char* bind, char* error,
+                            size_t error_size);
+void tern_host_destroy(tern_host* host); /* NULL is allowed; peers are dropped silently */
+
+/* Why the last failed call on this host failed ("" when none has); valid until the next call. */
+const char* tern_host_last_error(const tern_host* host);
+
+/* Starts connecting with `channel_count` channels (1..255); the connect event (or a disconnect
+ * with reason TIMEOUT or REFUSED) comes from tern_host_service. An invalid handle when the
+ * peer limit is reached or an argument is bad. */
+tern_peer tern_host_connect(tern_host* host, const tern_address* address, size_t channel_count,
+                            uint32_t user_data);
+
+/* Sends what is queued, receives, runs timers, and returns 1 with the next event in `event`,
+ * waiting up to timeout_ms for one; 0 when none came in time; a negative tern_result on
+ * error. Like enet_host_service. */
+int tern_host_service(tern_host* host, tern_event* event, uint32_t timeout_ms);
+/* An already-queued event without any I/O: 1, or 0 when there is none. */
+int tern_host_check_events(tern_host* host, tern_event* event);
+/* Sends everything queued now. */
+void tern_host_flush(tern_host* host);
+
+/* Queues `length` bytes (copied) on `channel`; they leave with the next service or flush.
+ * TERN_OK or a negative tern_result. */
+int tern_peer_send(tern_host* host, tern_peer peer, uint8_t channel, const void* data,
+                   size_t length, uint32_t flags);
+
+/* Graceful: queued messages go first, then the disconnect; a disconnect event with reason
+ * LOCAL follows once the other side acknowledges (or TIMEOUT). */
+void tern_peer_disconnect(tern_host* host, tern_peer peer, uint32_t user_data);
+/* At once: one notice to the other side and the peer is forgotten; no local event. */
+void tern_peer_disconnect_now(tern_host* host, tern_peer peer, uint32_t user_data);
+/* Once everything queued to the peer has been acknowledged, as tern_peer_disconnect. */
+void tern_peer_disconnect_later(tern_host* host, tern_peer peer, uint32_t user_data);
+/* Forgets the peer without telling it; no event. */
+void tern_peer_reset(tern_host* host, tern_peer peer);
+
+/* TERN_OK, or TERN_ERROR_NOT_CONNECTED when the handle names no connection. */
+int tern_peer_get_stats(const tern_host* host, tern_peer peer, tern_peer_stats* stats);
+tern_peer_state tern_peer_get_state(const tern_host* host, tern_peer peer);
+/* TERN_OK, or TERN_ERROR_NOT_CONNECTED when the handle names no connection. */
+int tern_peer_get_address(const tern_host* host, tern_peer peer, tern_address* address);
+
+int tern_peer_valid(tern_peer peer);
+int tern_peer_equal(tern_peer a, tern_peer b);
+
+void tern_host_get_stats(const tern_host* host, tern_host_stats* stats);
+size_t tern_host_peer_count(const tern_host* host);
+/* The address the host's socket is bound to (its port, when bound to port 0). */
+tern_address tern_host_local_address(const tern_host* host);
+
+/* "1.2.3.4:5", "[::1]:5", "localhost:5", "*:5"; TERN_OK or TERN_ERROR_INVALID_ARGUMENT. */
+int tern_address_parse(const char* text, tern_address* address);
+/* Writes "1.2.3.4:5" or "[::1]:5", cut to `size` and always terminated; returns the full
+ * length, as snprintf does. */
+size_t tern_address_format(const tern_address* address, char* out, size_t size);
+/* An IPv4 address and port, both in host order. */
+tern_address tern_address_ipv4(uint32_t host_order_addr, uint16_t port);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TERN_TERN_H */
