@@ -11,9 +11,10 @@
  *   tern_peer peer = tern_host_connect(host, &server, 2, 0);
  *   tern_event ev;
  *   while (tern_host_service(host, &ev, 100) >= 0) {
- *     if (ev.type == TERN_EVENT_CONNECT) tern_peer_send(host, peer, 0, "hi", 2,
- * TERN_SEND_RELIABLE); if (ev.type == TERN_EVENT_RECEIVE) printf("%.*s\n", (int)ev.length, (const
- * char*)ev.data);
+ *     if (ev.type == TERN_EVENT_CONNECT)
+ *       tern_peer_send(host, peer, 0, "hi", 2, TERN_SEND_RELIABLE);
+ *     if (ev.type == TERN_EVENT_RECEIVE)
+ *       printf("%.*s\n", (int)ev.length, (const char*)ev.data);
  *   }
  *   tern_host_destroy(host);
  *
