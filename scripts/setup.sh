@@ -17,6 +17,8 @@ packages=(
   libhyperscan-dev                            # engine/filter (payload rules)
   iproute2 procps util-linux                  # ss, ps/pkill, taskset for demos and perf
   tshark                                      # tests/wireshark: the dissector under tshark
+  libjs-chart.js                              # perf/report.py inlines its Chart.js
+  chromium                                    # tests/report: the report rendered headless
 )
 
 missing=()
