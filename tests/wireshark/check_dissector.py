@@ -350,9 +350,11 @@ def show(lua, pcap, packets=None):
     """One datagram of each command type as tshark prints it (-V, Tern layer only)."""
     packets = packets or decode(lua, pcap)
     for n, name in CMD_NAMES.items():
-        frame = next((p.frame for p in packets for c in p.commands if c.n("tern.cmd") == n), None)
-        if frame is None:
+        # The datagram with the fewest commands that holds one, to keep the print short.
+        holders = [p for p in packets if any(c.n("tern.cmd") == n for c in p.commands)]
+        if not holders:
             continue
+        frame = min(holders, key=lambda p: (len(p.commands), p.frame)).frame
         print(f"==== {name} ({n}): frame {frame}")
         print(tshark(lua, pcap, ["-V", "-O", "tern", "-Y", f"frame.number == {frame}"]).rstrip())
 

@@ -380,7 +380,7 @@ local function dissect_command(tvb, pinfo, tree, offset, index, conv)
     elseif (number == CMD.CONNECT or number == CMD.VERIFY_CONNECT) and conv then
         conv.connect_id = values[f.c_connect_id]
     end
-    if name ~= info then ctree:append_text(string.format(", channel %d, seq %d", channel, seq)) end
+    ctree:append_text(string.format(", channel %d, seq %d", channel, seq))
     return at, info
 end
 
