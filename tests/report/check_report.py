@@ -192,13 +192,20 @@ def chromium():
 
 
 def browser(exe, args, timeout=120):
-    cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-           "--force-device-scale-factor=1", "--virtual-time-budget=10000"] + args
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    # A profile of its own (no lock shared with any other Chromium), and /tmp instead of a
+    # container's small /dev/shm.
+    with tempfile.TemporaryDirectory(prefix="tern-chromium-") as profile:
+        cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+               f"--user-data-dir={profile}", "--hide-scrollbars",
+               "--force-device-scale-factor=1", "--virtual-time-budget=10000"] + args
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+WIDTH = 1200  # the same window width for the read-back and the screenshot: the same layout
 
 
 def readback(exe, page):
-    p = browser(exe, ["--dump-dom", "file://" + page])
+    p = browser(exe, ["--dump-dom", f"--window-size={WIDTH},1000", "file://" + page])
     m = re.search(r'<pre id="tern-chart-readback"[^>]*data-ready="1"[^>]*>(.*?)</pre>',
                   p.stdout, re.S)
     if not check(m, f"no chart read-back in the rendered page (chromium exit {p.returncode}: "
@@ -342,7 +349,7 @@ def main():
 
     height = int(max((c["rect"]["y"] + c["rect"]["h"] for c in charts), default=800)) + 100
     shot = args.screenshot or os.path.join(tmp, "report.png")
-    p = browser(exe, [f"--screenshot={shot}", f"--window-size=1200,{height}", "file://" + page])
+    p = browser(exe, [f"--screenshot={shot}", f"--window-size={WIDTH},{height}", "file://" + page])
     if check(os.path.exists(shot), f"no screenshot ({p.stderr[-400:]})"):
         check_drawn(shot, charts, colours)
 
