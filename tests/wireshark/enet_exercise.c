@@ -27,8 +27,8 @@
 enum {
   kChannels = 5,
   kSmall = 32,
-  kLarge = 3000, /* above the default MTU: fragments */
-  kDeadlineMs = 15000,
+  kLarge = 3000,       /* above the default MTU: fragments */
+  kDeadlineMs = 30000, /* generous: fails only a hung exchange */
 };
 static const uint32_t kConnectData = 0x7E57DA7Au;
 static const uint32_t kDisconnectData = 0x0000D15Cu;
