@@ -567,6 +567,11 @@ def malformed(args):
         (b"\x00\x01" + cmd_hdr(5, 0xFF, 3) + b"\x0e\x00", "tern.expert.truncated_command",
          "PING then 2 stray bytes"),
         (b"\x8f\xff\x00\x10" + connect_cmd(), None, "a clean CONNECT"),
+        # That CONNECT asked for 2 channels: channel 1 is fine, channel 5 is not.
+        (b"\x00\x00" + cmd_hdr(9, 1, 0, 0x40) + struct.pack("!HH", 1, 2) + b"ok", None,
+         "unsequenced on channel 1 of 2"),
+        (b"\x00\x00" + cmd_hdr(9, 5, 0, 0x40) + struct.pack("!HH", 2, 2) + b"no",
+         "tern.expert.bad_channel", "unsequenced on channel 5 of 2"),
     ]
     for _ in range(40):
         cases.append((bytes(rng.getrandbits(8) for _ in range(rng.randrange(0, 80))), "any",

@@ -144,13 +144,16 @@ local ef = {
     compressed = ProtoExpert.new("tern.expert.compressed",
         "Compressed datagram: commands not decoded (no compressor is negotiated)",
         expert.group.UNDECODED, expert.severity.NOTE),
+    bad_channel = ProtoExpert.new("tern.expert.bad_channel",
+        "Channel at or past the count the handshake agreed: a receiver stops reading here",
+        expert.group.MALFORMED, expert.severity.ERROR),
     checksum_bad = ProtoExpert.new("tern.expert.checksum_bad", "Checksum does not match",
         expert.group.CHECKSUM, expert.severity.ERROR),
     internal = ProtoExpert.new("tern.expert.internal", "Dissector error (please report)",
         expert.group.MALFORMED, expert.severity.ERROR),
 }
 tern.experts = { ef.truncated_header, ef.truncated_command, ef.payload_past, ef.unknown_command,
-                 ef.bad_fragment, ef.compressed, ef.checksum_bad, ef.internal }
+                 ef.bad_fragment, ef.bad_channel, ef.compressed, ef.checksum_bad, ef.internal }
 
 ---------------------------------------------------------------------------------------------
 -- Preferences.
@@ -329,6 +332,11 @@ local function dissect_command(tvb, pinfo, tree, offset, index, conv)
         return nil, name .. " [truncated]"
     end
     if number == CMD.ACK_RANGE then seq_item:append_text(" (range base)") end
+    if conv and conv.channel_count and channel ~= SYSTEM_CHANNEL and channel >= conv.channel_count then
+        channel_item:add_proto_expert_info(ef.bad_channel,
+            string.format("Channel %d, the handshake agreed on %d", channel, conv.channel_count))
+        return nil, name .. " [bad channel]"
+    end
 
     local values = {}
     local at = offset + 4
@@ -378,7 +386,9 @@ local function dissect_command(tvb, pinfo, tree, offset, index, conv)
         ctree:add(f.ar_count, tvb(offset + 6, 4), #acked):set_generated()
         info = string.format("ACK_RANGE ch%d #%d+%d", channel, seq, #acked - 1)
     elseif (number == CMD.CONNECT or number == CMD.VERIFY_CONNECT) and conv then
+        -- The VERIFY's count (the server's answer) replaces the CONNECT's request.
         conv.connect_id = values[f.c_connect_id]
+        conv.channel_count = values[f.c_channels]
     end
     ctree:append_text(string.format(", channel %d, seq %d", channel, seq))
     return at, info
