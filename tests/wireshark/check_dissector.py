@@ -13,8 +13,8 @@ capture:   the scenario live on loopback, captured with dumpcap (root only; exit
            extension commands). Every datagram must be found by the heuristic, decode without
            expert info, and every command type must carry the fields the programs put there.
 malformed: a pcap written here byte by byte (truncated header, truncated command, unknown
-           command, payload past the end, bad fragment fields, compressed, bad checksum,
-           seeded random bytes): each flagged with its expert info, never a Lua error; and
+           command, payload past the end, bad fragment fields, a channel past the handshake's
+           count, compressed, bad checksum, seeded random bytes): each flagged with its expert info, never a Lua error; and
            datagrams that are not ENet are left alone by the heuristic.
 Exit 0 on success, 1 on a failed check, 77 when tshark (or, for capture, root) is missing.
 """
