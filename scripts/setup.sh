@@ -16,6 +16,9 @@ packages=(
   libtomlplusplus-dev                         # apps/relay configuration (TOML)
   libhyperscan-dev                            # engine/filter (payload rules)
   iproute2 procps util-linux                  # ss, ps/pkill, taskset for demos and perf
+  tshark                                      # tests/wireshark: the dissector under tshark
+  libjs-chart.js                              # perf/report.py inlines its Chart.js
+  chromium                                    # tests/report: the report rendered headless
 )
 
 missing=()
@@ -39,6 +42,12 @@ fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 export DEBIAN_FRONTEND=noninteractive
+# wireshark-common (pulled in by tshark) asks whether non-root users may capture; answer "no"
+# beforehand so the install never stops at a prompt.
+if [[ " ${missing[*]} " == *" tshark "* ]]; then
+  echo "wireshark-common wireshark-common/install-setuid boolean false" |
+    "${sudo[@]}" debconf-set-selections
+fi
 apt_opts=(-o DPkg::Lock::Timeout=300 -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold)
 if ! { "${sudo[@]}" apt-get "${apt_opts[@]}" update -q &&
        "${sudo[@]}" apt-get "${apt_opts[@]}" install -y -q --no-install-recommends "${missing[@]}"; } >"$log" 2>&1; then
