@@ -1,0 +1,58 @@
+// The operations pieces on their own, on given times: the relay-level ban list (expiry is
+// exact to the millisecond passed in) and the JSON strings the log lines and admin answers
+// are made of.
+#include "bans.hpp"
+#include "json.hpp"
+
+#include <gtest/gtest.h>
+
+namespace tern::relay {
+namespace {
+
+Endpoint at(const char* text) { return *Endpoint::parse(text); }
+
+TEST(BanList, RefusesEveryPortOfTheAddressUntilItsEnd) {
+  BanList bans;
+  ASSERT_TRUE(bans.add(at("10.0.0.1:4000"), 5000, 1000));
+  EXPECT_TRUE(bans.refuses(at("10.0.0.1:4000"), 1000));
+  EXPECT_TRUE(bans.refuses(at("10.0.0.1:1"), 4999));  // another port of the same address
+  EXPECT_FALSE(bans.refuses(at("10.0.0.2:4000"), 1000));
+  EXPECT_FALSE(bans.refuses(at("10.0.0.1:4000"), 5000));  // ended
+  EXPECT_EQ(bans.running(4999).size(), 1u);
+  EXPECT_TRUE(bans.running(5000).empty());
+}
+
+TEST(BanList, BanningAgainMovesTheEndAndRemoveLifts) {
+  BanList bans;
+  ASSERT_TRUE(bans.add(at("[2001:db8::1]:0"), 2000, 0));
+  ASSERT_TRUE(bans.add(at("[2001:db8::1]:7"), 9000, 100));
+  EXPECT_EQ(bans.running(100).size(), 1u);
+  EXPECT_TRUE(bans.refuses(at("[2001:db8::1]:9"), 8999));
+  EXPECT_TRUE(bans.remove(at("[2001:db8::1]:0")));
+  EXPECT_FALSE(bans.refuses(at("[2001:db8::1]:9"), 100));
+  EXPECT_FALSE(bans.remove(at("[2001:db8::1]:0")));
+}
+
+TEST(BanList, BoundedAndMakesRoomFromEndedBans) {
+  BanList bans;
+  for (std::uint32_t i = 0; i < BanList::kMaxBans; ++i) {
+    ASSERT_TRUE(bans.add(Endpoint::v4(0x0a000000u + i, 0), i < 10 ? 50 : 10'000, 0));
+  }
+  EXPECT_FALSE(bans.add(Endpoint::v4(0x0b000001u, 0), 10'000, 0));  // full, none ended
+  EXPECT_TRUE(bans.add(Endpoint::v4(0x0b000001u, 0), 10'000, 60));  // ten ended by 60
+  EXPECT_EQ(bans.running(60).size(), BanList::kMaxBans - 10 + 1);
+}
+
+TEST(Json, QuotesAndEscapes) {
+  EXPECT_EQ(json_quote("a\"b\\c\nd\x01"), "\"a\\\"b\\\\c\\nd\\u0001\"");
+  JsonObject o;
+  o.add("s", "x").add("n", std::uint64_t{42}).add("b", false).add("d", 0.5);
+  EXPECT_EQ(o.str(), "{\"s\":\"x\",\"n\":42,\"b\":false,\"d\":0.5}");
+  JsonArray a;
+  a.push(o.str()).push("{}");
+  EXPECT_EQ(JsonObject().raw("list", a.str()).str(),
+            "{\"list\":[{\"s\":\"x\",\"n\":42,\"b\":false,\"d\":0.5},{}]}");
+}
+
+}  // namespace
+}  // namespace tern::relay
