@@ -1,8 +1,9 @@
 // The operations pieces on their own, on given times: the relay-level ban list (expiry is
-// exact to the millisecond passed in) and the JSON strings the log lines and admin answers
-// are made of.
+// exact to the millisecond passed in), the admin endpoint's HTTP request parsing, and the
+// JSON strings the log lines and admin answers are made of.
 #include "bans.hpp"
 #include "json.hpp"
+#include "metrics.hpp"
 
 #include <gtest/gtest.h>
 
@@ -41,6 +42,35 @@ TEST(BanList, BoundedAndMakesRoomFromEndedBans) {
   EXPECT_FALSE(bans.add(Endpoint::v4(0x0b000001u, 0), 10'000, 0));  // full, none ended
   EXPECT_TRUE(bans.add(Endpoint::v4(0x0b000001u, 0), 10'000, 60));  // ten ended by 60
   EXPECT_EQ(bans.running(60).size(), BanList::kMaxBans - 10 + 1);
+}
+
+TEST(HttpRequest, QueryFormBodyAndAuthorization) {
+  const HttpRequest r = parse_http_request(
+      "POST /admin/ban?address=127.0.0.1&seconds=60 HTTP/1.1\r\n"
+      "Host: x\r\nauthorization:  Bearer abc \r\n"
+      "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 19\r\n\r\n"
+      "reason=too+loud%21&");
+  ASSERT_FALSE(r.malformed);
+  EXPECT_EQ(r.method, "POST");
+  EXPECT_EQ(r.path, "/admin/ban");
+  EXPECT_EQ(r.authorization, "Bearer abc");
+  ASSERT_NE(r.param("address"), nullptr);
+  EXPECT_EQ(*r.param("address"), "127.0.0.1");
+  EXPECT_EQ(*r.param("seconds"), "60");
+  ASSERT_NE(r.param("reason"), nullptr);
+  EXPECT_EQ(*r.param("reason"), "too loud!");
+  EXPECT_EQ(r.param("missing"), nullptr);
+}
+
+TEST(HttpRequest, MalformedOnesAreRefused) {
+  EXPECT_TRUE(parse_http_request("GET /metrics HTTP/1.0\r\n").malformed);  // head not ended
+  EXPECT_TRUE(parse_http_request("garbage\r\n\r\n").malformed);
+  // A body shorter than announced (cut short, or past the server's size limit).
+  EXPECT_TRUE(
+      parse_http_request("POST /admin/kick HTTP/1.0\r\nContent-Length: 50\r\n\r\npeer=").malformed);
+  const HttpRequest r = parse_http_request("GET /admin/peers?room=%3 HTTP/1.0\r\n\r\n");
+  ASSERT_FALSE(r.malformed);
+  EXPECT_EQ(*r.param("room"), "%3");  // a broken escape stays as it came
 }
 
 TEST(Json, QuotesAndEscapes) {
