@@ -235,12 +235,12 @@ with tempfile.TemporaryDirectory() as d:
         check(samples(scrape(metrics), "tern_relay_admin_requests_total").get(
             '{result="unauthorized"}') == 3, "three unauthorized requests counted")
 
-        # Twelve clients in ten rooms: room 101 has three, rooms 102..110 one each.
+        # 32 clients in 30 rooms: room 101 has three, rooms 102..130 one each.
         members = Members(addr)
-        rooms = [101, 101, 101] + list(range(102, 111))
+        rooms = [101, 101, 101] + list(range(102, 131))
         ids = [members.connect(room) for room in rooms]
         ports = [members.port_of(i) for i in ids]
-        check(all(ports), f"12 libenet clients connected: ports {ports}")
+        check(all(ports), f"32 libenet clients connected: ports {ports}")
         # Traffic: client 0 (room 101) 20 x 1000 bytes, fanned out to two; client 3 (room 102,
         # alone) 5 x 300; client 4 (room 103, alone) 3 x 100.
         members.send("send 0 20 1000")
@@ -257,7 +257,7 @@ with tempfile.TemporaryDirectory() as d:
         check(sum(msgs.values()) == 28, f"room messages (top and other) add up to 28: {msgs}")
         labels = set(msgs)
         check(len(labels) == 4 and '{room="other"}' in labels,
-              f"10 rooms, top_rooms 3: 3 room series + other ({sorted(labels)})")
+              f"30 rooms, top_rooms 3: 3 room series + other ({sorted(labels)})")
         for fam in ("tern_relay_room_members", "tern_relay_room_bytes_in_total",
                     "tern_relay_room_copies_out_total", "tern_relay_room_bytes_out_total"):
             check(len(samples(body, fam)) == 4, f"{fam}: 4 series")
@@ -265,9 +265,9 @@ with tempfile.TemporaryDirectory() as d:
         check(max(out, key=out.get) == '{room="101"}' and out['{room="101"}'] == 40000,
               f"busiest room is 101 with 40000 bytes out: {out}")
         members_by_room = samples(body, "tern_relay_room_members")
-        check(members_by_room.get('{room="101"}') == 3 and sum(members_by_room.values()) == 12,
-              f"room members: 101 has 3, all 12 counted: {members_by_room}")
-        check(samples(body, "tern_relay_room_count").get("") == 10, "tern_relay_room_count 10")
+        check(members_by_room.get('{room="101"}') == 3 and sum(members_by_room.values()) == 32,
+              f"room members: 101 has 3, all 32 counted: {members_by_room}")
+        check(samples(body, "tern_relay_room_count").get("") == 30, "tern_relay_room_count 30")
         talk = samples(body, "tern_relay_talker_bytes_in_total")
         check(len(talk) == 3, f"top_talkers 2: 2 series + other ({sorted(talk)})")
         check(talk.get(f'{{peer="127.0.0.1:{ports[0]}",room="101"}}') == 20000
@@ -287,7 +287,7 @@ with tempfile.TemporaryDirectory() as d:
         check(got == sorted(f"127.0.0.1:{p}" for p in ports[:3]), f"/admin/peers?room=101: {got}")
         status, text = http("GET", base + "/admin/peers", token=TOKEN)
         got = sorted(p["peer"] for p in json.loads(text)["peers"])
-        check(got == sorted(f"127.0.0.1:{p}" for p in ports), f"/admin/peers: all 12 ({len(got)})")
+        check(got == sorted(f"127.0.0.1:{p}" for p in ports), f"/admin/peers: all 32 ({len(got)})")
 
         # Kick: the named client sees disconnect data 4; the others stay.
         status, text = http("POST", base + f"/admin/kick?peer=127.0.0.1:{ports[1]}&reason=test",
@@ -301,7 +301,7 @@ with tempfile.TemporaryDirectory() as d:
                 http("GET", base + "/admin/peers" + q, token=TOKEN)[1])["peers"])
         left = [f"127.0.0.1:{p}" for i, p in enumerate(ports) if i != 1]
         check(wait_until("kick listed", lambda: peers_now() == sorted(left)),
-              "after the kick: the 11 others still listed")
+              "after the kick: the 31 others still listed")
         others = [l for l in members.drain() if l.startswith("disconnected")]
         check(not others, f"no other client was disconnected: {others}")
         status, _ = http("POST", base + "/admin/kick?peer=127.0.0.1:1", token=TOKEN)
