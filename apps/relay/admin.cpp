@@ -45,11 +45,14 @@ bool parse_number(const std::string& text, std::uint64_t min, std::uint64_t max,
   return true;
 }
 
-// "1.2.3.4", "::1" or "[::1]": an address without a port.
+// "1.2.3.4", "::1" or "[::1]": an address without a port. Not the unspecified address, which
+// no client has.
 std::optional<Endpoint> parse_address(const std::string& text) {
   if (text.empty()) return std::nullopt;
   const bool v6 = text.find(':') != std::string::npos && text.front() != '[';
-  return Endpoint::parse(v6 ? "[" + text + "]:0" : text + ":0");
+  const auto e = Endpoint::parse(v6 ? "[" + text + "]:0" : text + ":0");
+  if (!e || e->is_unspecified()) return std::nullopt;
+  return e;
 }
 
 std::string host_text(const Endpoint& e) {

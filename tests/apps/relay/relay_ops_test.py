@@ -241,6 +241,17 @@ with tempfile.TemporaryDirectory() as d:
         ids = [members.connect(room) for room in rooms]
         ports = [members.port_of(i) for i in ids]
         check(all(ports), f"32 libenet clients connected: ports {ports}")
+        # A libenet client reports its connection before the relay has it (the relay's connect
+        # event waits for the client's acknowledgement), and a member's join reaches the other
+        # shards through their rings. Every client listed means every join has been sent; one
+        # more round of questions to every shard is answered only after each has taken what
+        # its rings held before it (posted work and ring messages are taken in one iteration),
+        # so from then on every shard knows every member and the copies below are all made.
+        want_peers = sorted(f"127.0.0.1:{p}" for p in ports)
+        check(wait_until("all listed", lambda: sorted(p["peer"] for p in json.loads(http(
+            "GET", base + "/admin/peers", token=TOKEN)[1])["peers"]) == want_peers),
+            "the relay lists all 32 clients")
+        http("GET", base + "/admin/rooms", token=TOKEN)
         # Traffic: client 0 (room 101) 20 x 1000 bytes, fanned out to two; client 3 (room 102,
         # alone) 5 x 300; client 4 (room 103, alone) 3 x 100.
         members.send("send 0 20 1000")
@@ -314,7 +325,10 @@ with tempfile.TemporaryDirectory() as d:
         # Ban: 127.0.0.2's clients are disconnected (data 5) and its connects refused; the
         # 127.0.0.1 clients are not touched.
         banned = [members.connect(101, "127.0.0.2") for _ in range(2)]
-        check(all(members.port_of(i) for i in banned), "two clients from 127.0.0.2 connected")
+        banned_ports = [members.port_of(i) for i in banned]
+        check(all(banned_ports) and wait_until("listed", lambda: all(
+            f"127.0.0.2:{p}" in peers_now() for p in banned_ports)),
+            "two clients from 127.0.0.2 connected and listed")
         status, text = http("POST", base + "/admin/ban?address=127.0.0.2&seconds=600", token=TOKEN)
         check(status == 200 and json.loads(text).get("kicked") == 2, f"ban: {status} {text!r}")
         for i in banned:
@@ -355,6 +369,9 @@ with tempfile.TemporaryDirectory() as d:
         check(not refused, f"and was not refused: {refused}")
         status, _ = http("POST", base + "/admin/ban?address=127.0.0.4&seconds=0", token=TOKEN)
         check(status == 400, f"ban for 0 s: 400 ({status})")
+        for bad in ("0.0.0.0", "::", "127.0.0.1:80", "nowhere"):
+            status, _ = http("POST", base + f"/admin/ban?address={bad}", token=TOKEN)
+            check(status == 400, f"ban of {bad!r}: 400 ({status})")
         status, _ = http("GET", base + "/admin/nothing", token=TOKEN)
         check(status == 404, f"unknown admin path: 404 ({status})")
 
