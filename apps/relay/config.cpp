@@ -6,6 +6,7 @@
 #include <toml++/toml.h>
 
 #include <charconv>
+#include <fstream>
 #include <sstream>
 
 namespace tern::relay {
@@ -15,6 +16,8 @@ namespace {
 class Reader {
  public:
   Reader(const std::string& file, std::string& error) : file_(file), error_(error) {}
+
+  bool failed() const { return !error_.empty(); }
 
   bool fail(const std::string& key, const std::string& why) {
     if (error_.empty()) error_ = file_ + ": " + key + ": " + why;
@@ -94,6 +97,71 @@ class Reader {
   std::string& error_;
 };
 
+// Series per family on /metrics for the busiest rooms and clients: enough to see who is busy,
+// few enough that a scrape stays small.
+constexpr std::int64_t kMaxTop = 100;
+
+// A token shorter than this is guessable by trying; the endpoint disconnects and bans clients.
+constexpr std::size_t kMinTokenLength = 16;
+
+bool check_token(Reader& r, const char* key, const std::string& token) {
+  if (token.size() < kMinTokenLength) {
+    return r.fail(key, "must be at least " + std::to_string(kMinTokenLength) + " characters");
+  }
+  for (const char ch : token) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c <= 0x20 || c == 0x7f) {
+      return r.fail(key,
+                    "must not contain spaces or control characters (it is sent in an "
+                    "HTTP header)");
+    }
+  }
+  return true;
+}
+
+// [admin]: token = "..." or token_file = "path" (relative to the configuration file; the file
+// holds the token, trailing newline allowed), never both.
+bool read_admin(Reader& r, const toml::table& root, const std::string& path, RelayConfig& c) {
+  const toml::table* t = r.section(root, "admin");
+  if (t == nullptr) return !r.failed();
+  if (!r.only(*t, "admin", {"token", "token_file"})) return false;
+  std::string token, file;
+  if (!r.string(*t, "admin", "token", token)) return false;
+  if (!r.string(*t, "admin", "token_file", file)) return false;
+  if (t->get("token") != nullptr && t->get("token_file") != nullptr) {
+    return r.fail("admin.token_file", "give token or token_file, not both");
+  }
+  if (t->get("token_file") != nullptr) {
+    if (file.empty()) return r.fail("admin.token_file", "must name a file");
+    if (file.front() != '/') {
+      const auto slash = path.rfind('/');
+      if (slash != std::string::npos) file = path.substr(0, slash + 1) + file;
+    }
+    std::ifstream in(file);
+    if (!in) return r.fail("admin.token_file", "cannot read " + file);
+    std::getline(in, token);
+    while (!token.empty() && (token.back() == '\r' || token.back() == ' ')) token.pop_back();
+    if (!check_token(r, "admin.token_file", token)) return false;
+  } else if (t->get("token") != nullptr && !check_token(r, "admin.token", token)) {
+    return false;
+  }
+  c.admin_token = token;
+  return true;
+}
+
+bool read_log(Reader& r, const toml::table& root, RelayConfig& c) {
+  const toml::table* t = r.section(root, "log");
+  if (t == nullptr) return !r.failed();
+  if (!r.only(*t, "log", {"format"})) return false;
+  std::string format = c.log_format;
+  if (!r.string(*t, "log", "format", format)) return false;
+  if (format != "text" && format != "json") {
+    return r.fail("log.format", "must be \"text\" or \"json\", not \"" + format + "\"");
+  }
+  c.log_format = format;
+  return true;
+}
+
 }  // namespace
 
 bool parse_room_range(const std::string& text, RoomRange& out) {
@@ -125,7 +193,7 @@ bool load_config_file(const std::string& path, RelayConfig& config, std::string&
   Reader r(path, error);
   if (!r.only(root, "",
               {"relay", "limits", "overload", "protocol", "rooms", "metrics", "shutdown", "filter",
-               "dpdk"})) {
+               "dpdk", "admin", "log"})) {
     return false;
   }
   RelayConfig c = config;
@@ -233,7 +301,9 @@ bool load_config_file(const std::string& path, RelayConfig& config, std::string&
   }
 
   if (const toml::table* t = r.section(root, "metrics")) {
-    if (!r.only(*t, "metrics", {"listen"})) return false;
+    if (!r.only(*t, "metrics", {"listen", "top_rooms", "top_talkers"})) return false;
+    if (!r.integer(*t, "metrics", "top_rooms", c.top_rooms, 0, kMaxTop)) return false;
+    if (!r.integer(*t, "metrics", "top_talkers", c.top_talkers, 0, kMaxTop)) return false;
     std::string text;
     if (!r.string(*t, "metrics", "listen", text)) return false;
     if (text.empty()) {
@@ -267,6 +337,8 @@ bool load_config_file(const std::string& path, RelayConfig& config, std::string&
   } else if (!error.empty()) {
     return false;
   }
+
+  if (!read_admin(r, root, path, c) || !read_log(r, root, c)) return false;
 
   // [dpdk]: the DPDK driver's own reader checks it (main.cpp, app::DpdkSession), so the keys
   // are the same as every other app's.

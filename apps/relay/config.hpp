@@ -30,6 +30,15 @@ struct RelayConfig {
   // overload feeds itself. The clients' windows bound what can be in flight; this holds it.
   std::size_t receive_buffer = std::size_t{64} << 20;
   std::optional<Endpoint> metrics;  // HTTP /metrics; none = off
+  // /metrics has one series per room and per client for the busiest ones only, and the rest
+  // summed in one "other" series: rooms and clients are unbounded, a time-series database's
+  // series are not.
+  std::size_t top_rooms = 10;
+  std::size_t top_talkers = 10;
+  // [admin]: the admin endpoint on the metrics port (admin.hpp). Empty: off.
+  std::string admin_token;
+  // [log]: "text" (the lines as they always were) or "json" (one object per line).
+  std::string log_format = "text";
 
   std::size_t max_peers = 4096;  // whole relay
   std::uint32_t max_room_size = 64;

@@ -6,7 +6,9 @@
 //
 // Flags override the file. SIGTERM or SIGINT drains: every peer is disconnected gracefully and
 // given limits-free time up to shutdown.drain_timeout_ms, then the process exits 0.
+#include "admin.hpp"
 #include "config.hpp"
+#include "log.hpp"
 #include "metrics.hpp"
 #include "relay.hpp"
 
@@ -41,7 +43,7 @@ constexpr const char* kUsage =
     "                  [--fast-retransmit on|off] [--congestion-window on|off]\n"
     "                  [--min-rto-ms MS] [--throttle-window on|off]\n"
     "                  [--member-backlog BYTES] [--hold-backlog BYTES] [--slow-member-ms MS]\n"
-    "                  [--overflow-limit N] [--ring-limit N]\n"
+    "                  [--overflow-limit N] [--ring-limit N] [--log-format text|json]\n"
     "                  [--dpdk-config FILE] [--dpdk-port SPEC] [--dpdk-ip A.B.C.D/NN] ...\n"
     "       tern-relay --help\n"
     "\n"
@@ -82,6 +84,8 @@ constexpr const char* kUsage =
     "  --slow-member-ms MS  a member holding its room this long is disconnected (data 2)\n"
     "  --overflow-limit N   messages waiting for another shard's ring that hold senders\n"
     "  --ring-limit N       cross-shard ring slots used (for tests; 0 = all)\n"
+    "  --log-format F       text (default) or json: every log line one JSON object with ts,\n"
+    "                       level, event and its fields\n"
     "\n"
     "DPDK (--driver dpdk): listen's PORT is the UDP port, the address is the DPDK one; the\n"
     "settings come from the config file's [dpdk] section (keys as config/dpdk-*.toml), then\n"
@@ -94,6 +98,9 @@ constexpr const char* kUsage =
     "  --dpdk-mbufs N          mbufs in the pool (at least 2048)\n"
     "  --dpdk-huge             hugepages instead of --no-huge\n"
     "  --dpdk-eal=\"ARGS\"      extra EAL arguments, space separated\n"
+    "\n"
+    "The admin endpoint (list rooms and clients, kick, ban) is on the metrics port when the\n"
+    "config file's [admin] section has a token (see config/relay.toml).\n"
     "\n"
     "Prints 'relaying HOST:PORT' once ready. SIGTERM/SIGINT: graceful drain, summary, exit 0.\n"
     "SIGHUP: reload the filter rules; a file that fails keeps the running rules (one line on\n"
@@ -133,6 +140,7 @@ constexpr app::FlagSpec kFlags[] = {
     {"slow-member-ms", true},
     {"overflow-limit", true},
     {"ring-limit", true},
+    {"log-format", true},
 };
 
 int usage_error(const std::string& why) {
@@ -229,6 +237,11 @@ bool apply_flags(const app::CommandLine& cl, RelayConfig& c, std::string& why) {
     if (!n) return why = "--ring-limit: must be 0..1048576", false;
     c.ring_limit = *n;
   }
+  if (auto v = cl.value("log-format")) {
+    LogFormat f;
+    if (!parse_log_format(*v, f)) return why = "--log-format: text or json", false;
+    c.log_format = std::string(*v);
+  }
   if (auto v = cl.value("broadcast-rooms")) {
     c.broadcast_rooms.clear();
     std::string_view rest = *v;
@@ -295,6 +308,27 @@ bool apply_dpdk(const app::CommandLine& cl, RelayConfig& c, app::DpdkSession& dp
   return true;
 }
 
+// The stop summary, as one text line of KEY=VALUE words or one JSON log line.
+struct Summary {
+  std::string text = "relay stopped";
+  JsonObject json;
+  void add(const char* key, std::uint64_t value) {
+    text += ' ' + std::string(key) + '=' + std::to_string(value);
+    json.add(key, value);
+  }
+};
+
+// Config and flag combinations no single key can check; false with "FILE: KEY: reason".
+bool check_combination(const RelayConfig& c, const std::string& file, std::string& why) {
+  if (!c.admin_token.empty() && !c.metrics) {
+    why = file +
+          ": admin.token: the admin endpoint is served on the metrics port, which is "
+          "off; set metrics.listen (or --metrics HOST:PORT)";
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -305,19 +339,37 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return kExitOk;
   }
+  Log log;
+  // Known before the file is read, so that the file's own errors come out in the asked format.
+  if (auto v = cl.value("log-format")) {
+    LogFormat f;
+    if (!parse_log_format(*v, f)) return usage_error("--log-format: text or json");
+    log.set_format(f);
+  }
   RelayConfig config;
+  std::string config_path;
   if (auto path = cl.value("config")) {
-    if (!load_config_file(std::string(*path), config, error)) {
-      std::fprintf(stderr, "tern-relay: %s\n", error.c_str());
+    config_path = std::string(*path);
+    if (!load_config_file(config_path, config, error)) {
+      log.error("config_error", error);
       return kExitUsage;
     }
   }
   if (!apply_flags(cl, config, error)) return usage_error(error);
+  {
+    LogFormat f;
+    parse_log_format(config.log_format, f);
+    log.set_format(f);
+  }
+  if (!check_combination(config, config_path.empty() ? "(no config file)" : config_path, error)) {
+    log.error("config_error", error);
+    return kExitUsage;
+  }
   // The DPDK EAL and port for --driver dpdk, set up before the relay's shard group starts and
   // shut down after it is gone: declared before the Relay.
   app::DpdkSession dpdk("tern-relay");
   if (!apply_dpdk(cl, config, dpdk, error)) {
-    std::fprintf(stderr, "tern-relay: %s\n", error.c_str());
+    log.error("config_error", error);
     return kExitUsage;
   }
 
@@ -330,29 +382,40 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   if (config.driver == "dpdk" && !dpdk.start(static_cast<unsigned>(config.shards), error)) {
-    std::fprintf(stderr, "tern-relay: cannot start the DPDK port: %s\n", error.c_str());
+    log.error("start_failed", "cannot start the DPDK port: " + error);
     return kExitFailure;
   }
   Relay relay(config);
   if (!relay.start(error)) {
-    std::fprintf(stderr, "tern-relay: cannot start on %s: %s\n", config.listen.to_string().c_str(),
-                 error.c_str());
+    log.error("start_failed", "cannot start on " + config.listen.to_string() + ": " + error,
+              JsonObject().add("listen", config.listen.to_string()));
     return kExitFailure;
   }
+  OpsEndpoint ops(relay, config, log);
   MetricsServer metrics;
   if (config.metrics) {
     if (!metrics.start(
-            *config.metrics, [&relay] { return relay.metrics_text(); }, error)) {
-      std::fprintf(stderr, "tern-relay: %s\n", error.c_str());
+            *config.metrics, [&ops](const HttpRequest& r) { return ops.handle(r); }, error)) {
+      log.error("start_failed", error);
       relay.stop();
       return kExitFailure;
     }
   }
-  std::printf("relaying %s shards=%zu driver=%s", relay.local_endpoint().to_string().c_str(),
-              relay.shards(), relay.driver_name().c_str());
-  if (config.metrics) std::printf(" metrics=%s", metrics.local_endpoint().to_string().c_str());
-  std::printf("\n");
-  std::fflush(stdout);
+  {
+    std::string text = "relaying " + relay.local_endpoint().to_string() +
+                       " shards=" + std::to_string(relay.shards()) +
+                       " driver=" + relay.driver_name();
+    JsonObject fields;
+    fields.add("listen", relay.local_endpoint().to_string())
+        .add("shards", relay.shards())
+        .add("driver", relay.driver_name());
+    if (config.metrics) {
+      text += " metrics=" + metrics.local_endpoint().to_string();
+      fields.add("metrics", metrics.local_endpoint().to_string())
+          .add("admin", !config.admin_token.empty());
+    }
+    log.info("relaying", text, fields);
+  }
 
   int sig = 0;
   for (;;) {
@@ -360,35 +423,39 @@ int main(int argc, char** argv) {
     if (sig != SIGHUP) break;
     // Compiled here, on the main thread; the shards swap to the new rules at their next burst.
     if (relay.reload_rules(error)) {
-      std::fprintf(stderr, "tern-relay: rules reloaded from %s\n", config.rules_path.c_str());
+      log.write(stderr, LogLevel::info, "rules_reloaded",
+                "tern-relay: rules reloaded from " + config.rules_path,
+                JsonObject().add("rules", config.rules_path));
     } else {
-      std::fprintf(stderr, "tern-relay: rules not reloaded, the running rules stay: %s\n",
-                   error.c_str());
+      log.write(stderr, LogLevel::error, "rules_not_reloaded",
+                "tern-relay: rules not reloaded, the running rules stay: " + error,
+                JsonObject().add("rules", config.rules_path).add("message", error));
     }
   }
   const rt::ShardCounters before = relay.total();
   const bool drained = relay.stop();
   metrics.stop();
   const rt::ShardCounters t = relay.total();
-  std::printf(
-      "relay stopped signal=%d drained=%s peers_at_stop=%llu connects=%llu disconnects=%llu "
-      "messages_in=%llu copies_out=%llu datagrams_in=%llu datagrams_out=%llu commands_in=%llu "
-      "acks_out=%llu busy_us=%llu "
-      "retransmits=%llu fast_retransmits=%llu timeouts=%llu tx_waits=%llu tx_dropped=%llu "
-      "rx_kernel_dropped=%llu",
-      sig, drained ? "yes" : "no", static_cast<unsigned long long>(before.peers),
-      static_cast<unsigned long long>(t.connects), static_cast<unsigned long long>(t.disconnects),
-      static_cast<unsigned long long>(relay.messages_in()),
-      static_cast<unsigned long long>(relay.copies_out()),
-      static_cast<unsigned long long>(t.datagrams_in),
-      static_cast<unsigned long long>(t.datagrams_out),
-      static_cast<unsigned long long>(t.commands_in), static_cast<unsigned long long>(t.acks_out),
-      static_cast<unsigned long long>(t.loop_time_us - std::min(t.loop_time_us, t.idle_poll_us)),
-      static_cast<unsigned long long>(t.retransmits),
-      static_cast<unsigned long long>(t.fast_retransmits),
-      static_cast<unsigned long long>(t.timeouts), static_cast<unsigned long long>(t.tx_waits),
-      static_cast<unsigned long long>(t.tx_dropped),
-      static_cast<unsigned long long>(t.rx_kernel_dropped));
+  Summary sum;
+  sum.add("signal", static_cast<std::uint64_t>(sig));
+  sum.text += std::string(" drained=") + (drained ? "yes" : "no");
+  sum.json.add("drained", drained);
+  sum.add("peers_at_stop", before.peers);
+  sum.add("connects", t.connects);
+  sum.add("disconnects", t.disconnects);
+  sum.add("messages_in", relay.messages_in());
+  sum.add("copies_out", relay.copies_out());
+  sum.add("datagrams_in", t.datagrams_in);
+  sum.add("datagrams_out", t.datagrams_out);
+  sum.add("commands_in", t.commands_in);
+  sum.add("acks_out", t.acks_out);
+  sum.add("busy_us", t.loop_time_us - std::min(t.loop_time_us, t.idle_poll_us));
+  sum.add("retransmits", t.retransmits);
+  sum.add("fast_retransmits", t.fast_retransmits);
+  sum.add("timeouts", t.timeouts);
+  sum.add("tx_waits", t.tx_waits);
+  sum.add("tx_dropped", t.tx_dropped);
+  sum.add("rx_kernel_dropped", t.rx_kernel_dropped);
   std::uint64_t holds = 0, slow = 0, queued = 0, overflow_hw = 0;
   for (std::size_t i = 0; i < relay.shards(); ++i) {
     holds += relay.stats(i).holds.load();
@@ -396,14 +463,13 @@ int main(int argc, char** argv) {
     queued += relay.stats(i).reliable_queued.load();
     overflow_hw = std::max<std::uint64_t>(overflow_hw, relay.stats(i).overflow_high_water.load());
   }
-  std::printf(" holds=%llu slow_consumers=%llu reliable_queued=%llu overflow_high_water=%llu",
-              static_cast<unsigned long long>(holds), static_cast<unsigned long long>(slow),
-              static_cast<unsigned long long>(queued),
-              static_cast<unsigned long long>(overflow_hw));
+  sum.add("holds", holds);
+  sum.add("slow_consumers", slow);
+  sum.add("reliable_queued", queued);
+  sum.add("overflow_high_water", overflow_hw);
   for (std::size_t d = 0; d < kRelayDropCount; ++d) {
-    std::printf(" %s=%llu", drop_name(static_cast<RelayDrop>(d)),
-                static_cast<unsigned long long>(relay.drops(static_cast<RelayDrop>(d))));
+    sum.add(drop_name(static_cast<RelayDrop>(d)), relay.drops(static_cast<RelayDrop>(d)));
   }
-  std::printf("\n");
+  log.info("relay_stopped", sum.text, sum.json);
   return kExitOk;
 }

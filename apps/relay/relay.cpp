@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <sstream>
 #include <thread>
 #include <unordered_map>
@@ -101,6 +102,11 @@ struct Relay::Room {
   std::uint32_t remote_pressure = 0;
   bool held = false;
   bool rechecking = false;  // listed in ShardState::pressured
+  // Traffic (RoomTraffic): this shard's members' messages, and the copies this shard sent.
+  std::uint64_t messages_in = 0;
+  std::uint64_t bytes_in = 0;
+  std::uint64_t copies_out = 0;
+  std::uint64_t bytes_out = 0;
 
   const Streamer* streamer() const {
     const Streamer* first = nullptr;
@@ -120,6 +126,9 @@ struct Relay::Member {
   bool leaving = false;             // the relay disconnected it; already out of its room
   bool held = false;                // its intake is held (its room's fan-out is backed up)
   std::uint64_t over_since_us = 0;  // backlog past hold_backlog since (0: it is not)
+  Endpoint address;                 // for the admin endpoint's kicks, bans and listings
+  std::uint64_t messages_in = 0;    // accepted for relaying (top talkers)
+  std::uint64_t bytes_in = 0;
 };
 
 struct Relay::ShardState {
@@ -133,6 +142,7 @@ struct Relay::ShardState {
   std::uint64_t next_recheck_us = 0;
   std::uint64_t held = 0;
   std::uint64_t rooms_held = 0;
+  BanList bans;  // this shard's copy of the admin endpoint's bans
 
   Member* member(PeerHandle p) {
     if (p.slot >= members.size() || members[p.slot].peer != p) return nullptr;
@@ -262,6 +272,12 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
       Member& m = st.members[ev.peer.slot];
       m = Member{};
       m.peer = ev.peer;
+      m.address = ev.address;
+      if (st.bans.refuses(ev.address, s.now_us() / 1000)) {
+        drop(RelayDrop::banned);
+        s.disconnect(ev.peer, kBanned);
+        return;
+      }
       if (peers_.fetch_add(1, std::memory_order_relaxed) >= config_.max_peers) {
         peers_.fetch_sub(1, std::memory_order_relaxed);
         drop(RelayDrop::peer_limit);
@@ -343,6 +359,11 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
       if (it == st.rooms.end()) return;
       Room& room = it->second;
       bump(stats.messages_in);
+      const std::uint64_t size = ev.packet.size();
+      ++room.messages_in;
+      room.bytes_in += size;
+      ++m->messages_in;
+      m->bytes_in += size;
       std::uint64_t copies = 0;
 
       if (room.broadcast) {
@@ -354,6 +375,8 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
             std::size_t deepest = 0;
             copies = s.send_many(std::span(&to, 1), ev.channel, ev.delivery, ev.packet,
                                  PeerHandle{}, &deepest);
+            room.copies_out += copies;
+            room.bytes_out += copies * size;
             if (copies == 0) after_refusals(s, room, ev.delivery, ev.packet.size(), 1);
             fanned_out(s, room_id, room, deepest);
           } else {
@@ -375,6 +398,8 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
                         [&](const PeerHandle& to) { return to != ev.peer; }));
       std::size_t deepest = 0;
       copies = s.send_many(room.local, ev.channel, ev.delivery, ev.packet, ev.peer, &deepest);
+      room.copies_out += copies;
+      room.bytes_out += copies * size;
       if (copies != others) {
         after_refusals(s, room, ev.delivery, ev.packet.size(), others - copies);
       }
@@ -460,6 +485,8 @@ void Relay::on_message(rt::Shard& s, rt::ShardMessage& m) {
       const std::size_t n = room.local.size();
       const std::size_t copies =
           s.send_many(room.local, m.channel, m.delivery, m.packet, PeerHandle{}, &deepest);
+      room.copies_out += copies;
+      room.bytes_out += copies * m.packet.size();
       if (copies != n) after_refusals(s, room, m.delivery, m.packet.size(), n - copies);
       fanned_out(s, room_id, room, deepest);
       bump(stats.copies_out, copies);
@@ -485,6 +512,8 @@ void Relay::on_message(rt::Shard& s, rt::ShardMessage& m) {
       if (s.send_many(std::span(&peer, 1), m.channel, m.delivery, m.packet, PeerHandle{},
                       &deepest) == 1) {
         bump(stats.copies_out);
+        ++it->second.copies_out;
+        it->second.bytes_out += m.packet.size();
       } else {
         after_refusals(s, it->second, m.delivery, m.packet.size(), 1);
       }
@@ -959,5 +988,332 @@ void Relay::port_metrics(std::ostream& o) const {
 }
 
 void Relay::filter_metrics(std::ostream& o) const { filter_.metrics(o); }
+
+// ---- operations: the admin endpoint and the traffic metrics ---------------------------------
+//
+// Called from the HTTP thread. Shard state is read and changed only by a task posted to the
+// shard, so the per-packet path keeps its plain shard-local counters (Room and Member) and
+// takes no lock; each answer waits in its own slot until the asking thread takes it.
+
+template <class R>
+std::vector<R> Relay::ask_shards(std::function<R(rt::Shard&)> question, bool& complete) {
+  struct Answers {
+    explicit Answers(std::size_t n) : values(n), ready(n) {}
+    std::vector<R> values;
+    std::vector<std::atomic<bool>> ready;
+  };
+  const std::size_t n = group_.size();
+  // Shared with the tasks: a shard that answers after the deadline writes into a slot nobody
+  // reads any more, not into freed memory.
+  auto answers = std::make_shared<Answers>(n);
+  std::vector<bool> asked(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    asked[i] = group_.post(i, [answers, question, i](rt::Shard& s) {
+      answers->values[i] = question(s);
+      answers->ready[i].store(true, std::memory_order_release);
+    });
+  }
+  auto all_answered = [&] {
+    for (std::size_t i = 0; i < n; ++i) {
+      if (asked[i] && !answers->ready[i].load(std::memory_order_acquire)) return false;
+    }
+    return true;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + kAskTimeout;
+  while (!all_answered() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::vector<R> out;
+  complete = true;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (answers->ready[i].load(std::memory_order_acquire)) {
+      out.push_back(std::move(answers->values[i]));
+    } else {
+      complete = false;
+    }
+  }
+  return out;
+}
+
+namespace {
+
+bool busier_room(const RoomTraffic& a, const RoomTraffic& b) {
+  if (a.bytes_out != b.bytes_out) return a.bytes_out > b.bytes_out;
+  if (a.bytes_in != b.bytes_in) return a.bytes_in > b.bytes_in;
+  return a.room < b.room;
+}
+
+bool louder_talker(const PeerTraffic& a, const PeerTraffic& b) {
+  if (a.bytes_in != b.bytes_in) return a.bytes_in > b.bytes_in;
+  if (a.messages_in != b.messages_in) return a.messages_in > b.messages_in;
+  return a.address.to_string() < b.address.to_string();
+}
+
+void add_talker(PeerTraffic& sum, const PeerTraffic& t) {
+  sum.messages_in += t.messages_in;
+  sum.bytes_in += t.bytes_in;
+  sum.backlog += t.backlog;
+}
+
+// The first `keep` of `all` by `better`, in order; the rest summed into `other` by `add`.
+template <class T, class Better, class Add>
+void keep_top(std::vector<T>& all, std::size_t keep, Better better, T& other, Add add) {
+  keep = std::min(keep, all.size());
+  std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(keep), all.end(),
+                    better);
+  for (std::size_t i = keep; i < all.size(); ++i) add(other, all[i]);
+  all.resize(keep);
+}
+
+}  // namespace
+
+TopTraffic Relay::top_traffic(std::size_t rooms, std::size_t talkers) {
+  struct ShardTraffic {
+    std::vector<RoomTraffic> rooms;
+    std::vector<PeerTraffic> talkers;  // this shard's loudest `talkers`
+    PeerTraffic other;
+  };
+  bool complete = true;
+  const std::vector<ShardTraffic> answers = ask_shards<ShardTraffic>(
+      [this, talkers](rt::Shard& s) {
+        ShardState& st = *state_[s.index()];
+        ShardTraffic out;
+        out.rooms.reserve(st.rooms.size());
+        for (const auto& [id, room] : st.rooms) {
+          if (room.local.empty() && room.messages_in == 0 && room.copies_out == 0) continue;
+          out.rooms.push_back(RoomTraffic{id, room.local.size(), room.messages_in, room.bytes_in,
+                                          room.copies_out, room.bytes_out});
+        }
+        for (const Member& m : st.members) {
+          if (!m.counted || m.leaving || s.peer_state(m.peer) != PeerState::connected) continue;
+          PeerTraffic t;
+          t.address = m.address;
+          t.room = m.room;
+          t.shard = static_cast<std::uint32_t>(s.index());
+          t.messages_in = m.messages_in;
+          t.bytes_in = m.bytes_in;
+          out.talkers.push_back(t);
+        }
+        // A client lives on one shard, so the relay's loudest are among each shard's loudest.
+        keep_top(out.talkers, talkers, louder_talker, out.other, add_talker);
+        return out;
+      },
+      complete);
+  TopTraffic top;
+  top.complete = complete;
+  std::unordered_map<std::uint32_t, RoomTraffic> merged;
+  for (const ShardTraffic& a : answers) {
+    for (const RoomTraffic& r : a.rooms) {
+      RoomTraffic& into = merged[r.room];
+      into.room = r.room;
+      into.add(r);
+    }
+    top.talkers.insert(top.talkers.end(), a.talkers.begin(), a.talkers.end());
+    add_talker(top.other_talkers, a.other);
+  }
+  top.room_count = merged.size();
+  top.rooms.reserve(merged.size());
+  for (const auto& [id, r] : merged) top.rooms.push_back(r);
+  keep_top(top.rooms, rooms, busier_room, top.other_rooms,
+           [](RoomTraffic& sum, const RoomTraffic& r) { sum.add(r); });
+  keep_top(top.talkers, talkers, louder_talker, top.other_talkers, add_talker);
+  return top;
+}
+
+std::string Relay::traffic_metrics_text(std::size_t rooms, std::size_t talkers) {
+  const TopTraffic top = top_traffic(rooms, talkers);
+  std::ostringstream o;
+  auto family = [&](const char* name, const char* type, const char* help) {
+    o << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
+  };
+  family("tern_relay_traffic_complete", "gauge",
+         "1 when every shard answered for the room and talker series below (else a stalled "
+         "shard's part is missing).");
+  o << "tern_relay_traffic_complete " << (top.complete ? 1 : 0) << '\n';
+  family("tern_relay_room_count", "gauge", "Rooms with a member or traffic, over all shards.");
+  o << "tern_relay_room_count " << top.room_count << '\n';
+  // The busiest rooms (metrics.top_rooms) by bytes sent to their members, one series each;
+  // every other room in room="other".
+  auto room_family = [&](const char* name, const char* type, const char* help, auto value) {
+    family(name, type, help);
+    for (const RoomTraffic& r : top.rooms) {
+      o << name << "{room=\"" << r.room << "\"} " << value(r) << '\n';
+    }
+    o << name << "{room=\"other\"} " << value(top.other_rooms) << '\n';
+  };
+  room_family("tern_relay_room_members", "gauge", "Members of the busiest rooms.",
+              [](const RoomTraffic& r) { return r.members; });
+  room_family("tern_relay_room_messages_in_total", "counter",
+              "Messages the busiest rooms' members sent for relaying.",
+              [](const RoomTraffic& r) { return r.messages_in; });
+  room_family("tern_relay_room_bytes_in_total", "counter",
+              "Payload bytes the busiest rooms' members sent for relaying.",
+              [](const RoomTraffic& r) { return r.bytes_in; });
+  room_family("tern_relay_room_copies_out_total", "counter",
+              "Copies the relay sent to the busiest rooms' members.",
+              [](const RoomTraffic& r) { return r.copies_out; });
+  room_family("tern_relay_room_bytes_out_total", "counter",
+              "Payload bytes the relay sent to the busiest rooms' members (the ranking).",
+              [](const RoomTraffic& r) { return r.bytes_out; });
+  // The loudest clients (metrics.top_talkers) by payload bytes sent; the rest in peer="other".
+  auto talker_family = [&](const char* name, const char* help, auto value) {
+    family(name, "counter", help);
+    for (const PeerTraffic& t : top.talkers) {
+      o << name << "{peer=\"" << t.address.to_string() << "\",room=\"" << t.room << "\"} "
+        << value(t) << '\n';
+    }
+    o << name << "{peer=\"other\",room=\"\"} " << value(top.other_talkers) << '\n';
+  };
+  talker_family("tern_relay_talker_messages_in_total",
+                "Messages the loudest clients sent for relaying since they connected.",
+                [](const PeerTraffic& t) { return t.messages_in; });
+  talker_family("tern_relay_talker_bytes_in_total",
+                "Payload bytes the loudest clients sent for relaying since they connected (the "
+                "ranking).",
+                [](const PeerTraffic& t) { return t.bytes_in; });
+  return o.str();
+}
+
+std::vector<RoomTraffic> Relay::room_list(bool& complete) {
+  const auto answers = ask_shards<std::vector<RoomTraffic>>(
+      [this](rt::Shard& s) {
+        std::vector<RoomTraffic> out;
+        for (const auto& [id, room] : state_[s.index()]->rooms) {
+          out.push_back(RoomTraffic{id, room.local.size(), room.messages_in, room.bytes_in,
+                                    room.copies_out, room.bytes_out});
+        }
+        return out;
+      },
+      complete);
+  std::unordered_map<std::uint32_t, RoomTraffic> merged;
+  for (const auto& a : answers) {
+    for (const RoomTraffic& r : a) {
+      RoomTraffic& into = merged[r.room];
+      into.room = r.room;
+      into.add(r);
+    }
+  }
+  std::vector<RoomTraffic> out;
+  for (const auto& [id, r] : merged) out.push_back(r);
+  std::sort(out.begin(), out.end(),
+            [](const RoomTraffic& a, const RoomTraffic& b) { return a.room < b.room; });
+  return out;
+}
+
+std::vector<PeerTraffic> Relay::peer_list(std::optional<std::uint32_t> room, std::size_t limit,
+                                          bool& complete) {
+  const auto answers = ask_shards<std::vector<PeerTraffic>>(
+      [this, room, limit](rt::Shard& s) {
+        std::vector<PeerTraffic> out;
+        for (const Member& m : state_[s.index()]->members) {
+          if (out.size() >= limit) break;
+          if (!m.counted || m.leaving || s.peer_state(m.peer) != PeerState::connected) continue;
+          if (room && m.room != *room) continue;
+          PeerTraffic t;
+          t.address = m.address;
+          t.room = m.room;
+          t.shard = static_cast<std::uint32_t>(s.index());
+          t.messages_in = m.messages_in;
+          t.bytes_in = m.bytes_in;
+          PeerStats ps;
+          if (s.peer_stats(m.peer, ps)) t.rtt_ms = ps.rtt_ms;
+          t.backlog = s.queued_bytes(m.peer);
+          t.held = m.held;
+          out.push_back(t);
+        }
+        return out;
+      },
+      complete);
+  std::vector<PeerTraffic> out;
+  for (const auto& a : answers) out.insert(out.end(), a.begin(), a.end());
+  std::sort(out.begin(), out.end(), [](const PeerTraffic& a, const PeerTraffic& b) {
+    if (a.room != b.room) return a.room < b.room;
+    return a.address.to_string() < b.address.to_string();
+  });
+  if (out.size() > limit) out.resize(limit);
+  return out;
+}
+
+std::size_t Relay::kick(const Endpoint& peer, bool& complete) {
+  const auto answers = ask_shards<std::size_t>(
+      [this, peer](rt::Shard& s) {
+        std::size_t kicked = 0;
+        for (Member& m : state_[s.index()]->members) {
+          if (!m.counted || m.leaving || !(m.address == peer)) continue;
+          if (s.peer_state(m.peer) != PeerState::connected) continue;
+          drop_member(s, m, kKicked);
+          ++kicked;
+        }
+        return kicked;
+      },
+      complete);
+  std::size_t kicked = 0;
+  for (std::size_t n : answers) kicked += n;
+  return kicked;
+}
+
+std::size_t Relay::ban(const Endpoint& address, std::uint32_t seconds, bool& stored,
+                       bool& complete) {
+  struct Answer {
+    bool stored = false;
+    std::size_t kicked = 0;
+  };
+  const auto answers = ask_shards<Answer>(
+      [this, address, seconds](rt::Shard& s) {
+        ShardState& st = *state_[s.index()];
+        const std::uint64_t now_ms = s.now_us() / 1000;
+        Answer a;
+        a.stored = st.bans.add(address, now_ms + std::uint64_t{seconds} * 1000, now_ms);
+        for (Member& m : st.members) {
+          if (!m.counted || m.leaving || !same_address(m.address, address)) continue;
+          if (s.peer_state(m.peer) != PeerState::connected) continue;
+          drop_member(s, m, kBanned);
+          ++a.kicked;
+        }
+        return a;
+      },
+      complete);
+  stored = !answers.empty();
+  std::size_t kicked = 0;
+  for (const Answer& a : answers) {
+    stored = stored && a.stored;
+    kicked += a.kicked;
+  }
+  return kicked;
+}
+
+bool Relay::unban(const Endpoint& address, bool& complete) {
+  const auto answers = ask_shards<bool>(
+      [this, address](rt::Shard& s) { return state_[s.index()]->bans.remove(address); }, complete);
+  return std::any_of(answers.begin(), answers.end(), [](bool b) { return b; });
+}
+
+std::vector<BanInfo> Relay::bans(bool& complete) {
+  const auto answers = ask_shards<std::vector<BanInfo>>(
+      [this](rt::Shard& s) {
+        const std::uint64_t now_ms = s.now_us() / 1000;
+        std::vector<BanInfo> out;
+        for (const BanList::Ban& b : state_[s.index()]->bans.running(now_ms)) {
+          out.push_back(BanInfo{b.address, b.until_ms - now_ms});
+        }
+        return out;
+      },
+      complete);
+  // Every shard holds the same bans, set by one task each; should their ends differ by the
+  // moments the tasks ran, the longest is what a client meets.
+  std::vector<BanInfo> out;
+  for (const auto& a : answers) {
+    for (const BanInfo& b : a) {
+      auto it = std::find_if(out.begin(), out.end(),
+                             [&](const BanInfo& o) { return same_address(o.address, b.address); });
+      if (it == out.end()) {
+        out.push_back(b);
+      } else {
+        it->remaining_ms = std::max(it->remaining_ms, b.remaining_ms);
+      }
+    }
+  }
+  return out;
+}
 
 }  // namespace tern::relay

@@ -24,6 +24,7 @@
 // first: past half a member's backlog, or over the rate limits.
 #pragma once
 
+#include "bans.hpp"
 #include "config.hpp"
 #include "drop_reasons.hpp"
 #include "payload_filter.hpp"
@@ -31,8 +32,11 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <span>
 #include <string>
@@ -49,13 +53,16 @@ namespace tern::relay {
   X(too_large, "message larger than limits.message_size (a reliable one disconnects)")     \
   X(send_failed, "unreliable copy shed: the member's backlog is past half member_backlog") \
   X(cross_shard_full, "unreliable copy shed: the queue to another shard was not empty")    \
-  X(filtered, "message dropped by a payload filter rule (message scope)")
+  X(filtered, "message dropped by a payload filter rule (message scope)")                  \
+  X(banned, "connect refused: the address is banned (POST /admin/ban)")
 
 // Disconnect data the relay sends with the reasons it turns a client away.
 inline constexpr std::uint32_t kRefusedPeerLimit = 0;
 inline constexpr std::uint32_t kRefusedRoomFull = 1;
 inline constexpr std::uint32_t kSlowConsumer = 2;     // could not keep up with its room
 inline constexpr std::uint32_t kMessageTooLarge = 3;  // sent a reliable message over the limit
+inline constexpr std::uint32_t kKicked = 4;           // POST /admin/kick
+inline constexpr std::uint32_t kBanned = 5;           // its address is banned (POST /admin/ban)
 
 enum class RelayDrop : std::uint8_t { TERN_RELAY_DROPS(TERN_DROP_ENUMERATOR) count_ };
 inline constexpr std::array kRelayDropReasons{TERN_RELAY_DROPS(TERN_DROP_REASON)};
@@ -84,6 +91,53 @@ struct RelayShardStats {
   std::atomic<std::uint64_t> rooms_held{0};           // rooms held now on this shard (gauge)
   std::atomic<std::uint64_t> slow_consumers{0};       // members disconnected, kSlowConsumer
   std::atomic<std::uint64_t> abusive{0};              // disconnected, kMessageTooLarge
+};
+
+// A room's traffic: messages and payload bytes its members sent, copies and bytes the relay sent
+// them, summed over the shards. Counted since the room last had a member (a room that empties
+// is forgotten, and starts again from zero).
+struct RoomTraffic {
+  std::uint32_t room = 0;
+  std::uint64_t members = 0;
+  std::uint64_t messages_in = 0;
+  std::uint64_t bytes_in = 0;
+  std::uint64_t copies_out = 0;
+  std::uint64_t bytes_out = 0;
+  void add(const RoomTraffic& o) {
+    members += o.members;
+    messages_in += o.messages_in;
+    bytes_in += o.bytes_in;
+    copies_out += o.copies_out;
+    bytes_out += o.bytes_out;
+  }
+};
+
+// One connected client: where it is, and what it sent for relaying since it connected.
+struct PeerTraffic {
+  Endpoint address;
+  std::uint32_t room = 0;
+  std::uint32_t shard = 0;
+  std::uint64_t messages_in = 0;
+  std::uint64_t bytes_in = 0;
+  std::uint32_t rtt_ms = 0;
+  std::uint64_t backlog = 0;  // bytes queued to it, in flight or unacknowledged
+  bool held = false;          // its intake is held (back-pressure)
+};
+
+// The busiest rooms and clients, with the rest summed, so /metrics has a bounded number of
+// series however many rooms and clients there are.
+struct TopTraffic {
+  std::vector<RoomTraffic> rooms;  // most bytes_out first
+  RoomTraffic other_rooms;         // every other room, summed (room 0)
+  std::size_t room_count = 0;
+  std::vector<PeerTraffic> talkers;  // most bytes_in first
+  PeerTraffic other_talkers;         // every other client, summed
+  bool complete = true;              // every shard answered
+};
+
+struct BanInfo {
+  Endpoint address;  // port 0
+  std::uint64_t remaining_ms = 0;
 };
 
 class Relay {
@@ -120,6 +174,29 @@ class Relay {
   // Prometheus text exposition of everything above.
   std::string metrics_text() const;
 
+  // Operations (admin endpoint, traffic metrics). Any thread but the shards': each asks every
+  // shard on its own thread (a posted task, so shard state is only ever touched by its shard)
+  // and waits up to kAskTimeout for the answers. `complete` is false when a shard did not answer
+  // in time (stalled, or the relay is stopping); its part is then missing. Kicks and bans a
+  // late shard has not answered still happen when it runs the task.
+  static constexpr std::chrono::milliseconds kAskTimeout{1000};
+  TopTraffic top_traffic(std::size_t rooms, std::size_t talkers);
+  // Prometheus text for top_traffic: per-room and per-client series for the busiest ones
+  // only, plus an "other" series each.
+  std::string traffic_metrics_text(std::size_t rooms, std::size_t talkers);
+  std::vector<RoomTraffic> room_list(bool& complete);  // every room, by room number
+  // The clients in `room` (every connected client with none), at most `limit`.
+  std::vector<PeerTraffic> peer_list(std::optional<std::uint32_t> room, std::size_t limit,
+                                     bool& complete);
+  // Disconnects the client at `peer` (address and port) with data kKicked; how many were.
+  std::size_t kick(const Endpoint& peer, bool& complete);
+  // Bans `address` (any port) for `seconds`: its clients are disconnected with data kBanned now
+  // and its connects refused the same way until then. Returns how many were disconnected;
+  // `stored` is false when a shard's ban list was full (BanList::kMaxBans).
+  std::size_t ban(const Endpoint& address, std::uint32_t seconds, bool& stored, bool& complete);
+  bool unban(const Endpoint& address, bool& complete);  // true if it was banned
+  std::vector<BanInfo> bans(bool& complete);
+
  private:
   struct ShardState;
 
@@ -149,6 +226,8 @@ class Relay {
   void share_new_bans(rt::Shard& s);
   void filter_metrics(std::ostream& o) const;
   void port_metrics(std::ostream& o) const;
+  template <class R>
+  std::vector<R> ask_shards(std::function<R(rt::Shard&)> question, bool& complete);
 
   RelayConfig config_;
   rt::ShardGroup group_;
