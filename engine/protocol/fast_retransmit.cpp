@@ -7,9 +7,8 @@
 
 namespace tern::proto {
 
-// HostConfig::fast_retransmit. sent_reliable is in deadline order, which is send order for
-// commands sent once, so the walk ends at the first command sent too recently to have been
-// overtaken (a resent one further back waits for its timeout). What it finds goes back to the front of
+// HostConfig::fast_retransmit. sent_reliable is in send order, so the walk ends at the first
+// command sent too recently to have been overtaken. What it finds goes back to the front of
 // outgoing_reliable, in order, as a timeout would put it, but keeps its retransmission
 // timeout (the path is delivering) and leaves the congestion window alone.
 inline void HostCore::Impl::fast_retransmit_after_acks(Peer& p) {

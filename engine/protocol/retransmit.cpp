@@ -4,16 +4,15 @@
 
 namespace tern::proto {
 
-// enet_protocol_check_timeouts, with two departures. The walk stops at the first command
+// enet_protocol_check_timeouts, with one departure: the walk stops at the first command
 // still inside its timeout. ENet walks the whole of sent_reliable on every check; under
 // load that list holds a window's worth of commands per peer, each check touches all of
 // them (cache misses on a linked list): the slower a sender gets, the more it has in flight
-// and the costlier each check, a collapse ENet shares. The list is in deadline order
-// (insert_by_deadline), so what lies behind the first live command is due later. Nothing on
-// the wire changes. And a peer is not given up
-// after the attempt limit and the minimum timeout while its datagrams keep arriving (below):
-// on a lossy link ENet drops connections that are alive. True when the peer timed out (and
-// is gone).
+// and the costlier each check, a collapse ENet shares. The list is in send order, so
+// what lies behind the first live command was sent later; one whose own (smaller) timeout
+// has passed is resent when the commands ahead of it expire or are acknowledged, as TCP's
+// single retransmission timer would. Nothing on the wire changes.
+// True when the peer timed out (and is gone).
 inline bool HostCore::Impl::check_timeouts(Peer& p) {
   PeerQueues& q = queues(p);
   const std::uint64_t first_sent_ms =
@@ -26,21 +25,12 @@ inline bool HostCore::Impl::check_timeouts(Peer& p) {
     if (q.earliest_timeout == 0 || c->sent_time_ms < q.earliest_timeout) {
       q.earliest_timeout = c->sent_time_ms;
     }
-    if (now_ms - q.earliest_timeout >= timeout_maximum(p)) {
+    if (q.earliest_timeout != 0 && (now_ms - q.earliest_timeout >= timeout_maximum(p) ||
+                                    ((std::uint64_t{1} << std::min<std::uint32_t>(
+                                          c->send_attempts - 1, 62)) >= timeout_limit(p) &&
+                                     now_ms - q.earliest_timeout >= timeout_minimum(p)))) {
       notify_disconnect(p, DisconnectReason::timeout);
       return true;
-    }
-    if ((std::uint64_t{1} << std::min<std::uint32_t>(c->send_attempts - 1, 62)) >=
-            timeout_limit(p) &&
-        now_ms - q.earliest_timeout >= timeout_minimum(p)) {
-      // ENet gives up here. A peer whose datagrams still arrive is alive and only our
-      // commands or its acks are being lost: keep trying (until the maximum) as long as
-      // it was heard from since the previous timeout.
-      if (!p.heard_since_timeout) {
-        notify_disconnect(p, DisconnectReason::timeout);
-        return true;
-      }
-      p.heard_since_timeout = false;
     }
     ++p.packets_lost;
     c->rto_ms *= 2;
@@ -63,22 +53,7 @@ inline void HostCore::Impl::requeue_lost(PeerQueues& q, OutCmd* c, OutCmd* inser
   q.outgoing_reliable.insert_after(insert_after, c);
 }
 
-// In flight, in order of retransmission deadline, which for commands sent once is send
-// order: a command joins behind every one due no later, found from the back past the few
-// resent with a doubled timeout. Kept in send order instead, one command resent with a long
-// timeout held up every later one behind it whose own timeout had long passed, and a
-// connection whose acks were lost a few times went silent for seconds.
-inline void HostCore::Impl::insert_by_deadline(PeerQueues& q, OutCmd* c) {
-  const std::uint64_t due = c->sent_time_ms + c->rto_ms;
-  OutCmd* after = q.sent_reliable.back();
-  while (after != nullptr && after->sent_time_ms + after->rto_ms > due) {
-    after = IntrusiveList<OutCmd>::prev(after);
-  }
-  q.sent_reliable.insert_after(after, c);
-  if (after == nullptr) q.next_timeout = due;
-}
-
-// The retransmission deadline is the front's.
+// The retransmission deadline is the front's: the in-flight list is in send order.
 inline void HostCore::Impl::rearm_retransmission_timer(PeerQueues& q) {
   if (OutCmd* front = q.sent_reliable.front()) q.next_timeout = front->sent_time_ms + front->rto_ms;
 }
