@@ -63,6 +63,15 @@ Endpoint from_sockaddr(const sockaddr_storage& ss) {
   return Endpoint::v6(bytes, ntohs(sin6->sin6_port));
 }
 
+// A burst the server answers at once must wait in the kernel while the loop serves others; the
+// buffer is only a limit, memory is used as datagrams wait. Beyond rmem_max without the
+// privilege for SO_RCVBUFFORCE.
+void set_receive_buffer(int fd, int bytes) {
+  if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof bytes) != 0) {
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+  }
+}
+
 struct Flow {
   bool used = false;
   int fd = -1;
@@ -175,11 +184,8 @@ bool Proxy::open_sockets() {
     const int off = 0;  // "*:PORT" serves IPv4 clients too
     setsockopt(listen_fd_, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
   }
-  // Bursts from many clients wait here while the loop is busy; the kernel caps the request.
-  const int rcvbuf = 8 << 20;
-  if (setsockopt(listen_fd_, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof rcvbuf) != 0) {
-    setsockopt(listen_fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
-  }
+  // Bursts from many clients wait here while the loop is busy.
+  set_receive_buffer(listen_fd_, 8 << 20);
   if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&ss), len) != 0) {
     std::fprintf(stderr, "tern-netem: cannot listen on %s: %s\n", c_.listen.to_string().c_str(),
                  std::strerror(errno));
@@ -224,6 +230,7 @@ Flow* Proxy::flow_for(const sockaddr_storage& from, socklen_t len, std::uint64_t
     ++flows_refused_;
     return nullptr;
   }
+  set_receive_buffer(fd, 4 << 20);
   slot = free_flows_.back();
   free_flows_.pop_back();
   Flow& f = flows_[slot];
