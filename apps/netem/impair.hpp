@@ -82,6 +82,7 @@ struct DirCounters {
   std::uint64_t drop_oversize = 0;  // larger than the proxy's slot_bytes
   std::uint64_t drop_pool = 0;      // every buffer of the pool in use
   std::uint64_t drop_send = 0;      // the kernel refused the send
+  std::uint64_t drop_kernel = 0;    // lost in a full receive buffer before the proxy read it
   std::uint64_t duplicated = 0;     // extra copies made
   std::uint64_t reordered = 0;      // copies sent without the delay
   std::uint64_t queued = 0;         // held now

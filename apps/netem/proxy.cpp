@@ -70,6 +70,23 @@ void set_receive_buffer(int fd, int bytes) {
   if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof bytes) != 0) {
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
   }
+  // What still overflows is counted by the kernel and reported with later datagrams, so the
+  // proxy's counters can say so instead of passing a kernel drop off as an impairment.
+  const int on = 1;
+  setsockopt(fd, SOL_SOCKET, SO_RXQ_OVFL, &on, sizeof on);
+}
+
+// The socket's drop count carried by a received datagram, or `seen` when it carries none.
+std::uint32_t kernel_drop_count(const msghdr& h, std::uint32_t seen) {
+  for (const cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr;
+       c = CMSG_NXTHDR(const_cast<msghdr*>(&h), const_cast<cmsghdr*>(c))) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_RXQ_OVFL) {
+      std::uint32_t v;
+      std::memcpy(&v, CMSG_DATA(c), sizeof v);
+      return v;
+    }
+  }
+  return seen;
 }
 
 struct Flow {
@@ -80,6 +97,7 @@ struct Flow {
   socklen_t client_len = 0;
   std::uint64_t index = 0;
   std::uint64_t last_active_ns = 0;
+  std::uint32_t kernel_drops = 0;  // the socket's SO_RXQ_OVFL count seen so far
   DirState dir[2];
 };
 
@@ -146,6 +164,8 @@ class Proxy {
   mmsghdr rx_msgs_[kBatch]{};
   iovec rx_iov_[kBatch]{};
   sockaddr_storage rx_from_[kBatch]{};
+  alignas(cmsghdr) char rx_control_[kBatch][CMSG_SPACE(sizeof(std::uint32_t))]{};
+  std::uint32_t listen_kernel_drops_ = 0;
   mmsghdr tx_msgs_[kBatch]{};
   iovec tx_iov_[kBatch]{};
   std::uint32_t tx_slots_[kBatch]{};
@@ -240,6 +260,7 @@ Flow* Proxy::flow_for(const sockaddr_storage& from, socklen_t len, std::uint64_t
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
   f.used = true;
   f.fd = fd;
+  f.kernel_drops = 0;
   f.client = key;
   f.client_addr = from;
   f.client_len = len;
@@ -302,10 +323,16 @@ void Proxy::accept_datagram(int d, std::uint32_t flow, const std::byte* data, st
 
 void Proxy::on_listen_readable(std::uint64_t now) {
   for (int round = 0; round < kBatchesPerWake; ++round) {
-    for (std::size_t i = 0; i < kBatch; ++i) rx_msgs_[i].msg_hdr.msg_namelen = sizeof rx_from_[i];
+    for (std::size_t i = 0; i < kBatch; ++i) {
+      rx_msgs_[i].msg_hdr.msg_namelen = sizeof rx_from_[i];
+      rx_msgs_[i].msg_hdr.msg_controllen = sizeof rx_control_[i];
+    }
     const int n = recvmmsg(listen_fd_, rx_msgs_, kBatch, MSG_DONTWAIT, nullptr);
     if (n <= 0) return;
     for (int i = 0; i < n; ++i) {
+      const std::uint32_t drops = kernel_drop_count(rx_msgs_[i].msg_hdr, listen_kernel_drops_);
+      counters_[kUp].drop_kernel += drops - listen_kernel_drops_;
+      listen_kernel_drops_ = drops;
       std::uint32_t slot;
       if (flow_for(rx_from_[i], rx_msgs_[i].msg_hdr.msg_namelen, now, slot) == nullptr) continue;
       accept_datagram(kUp, slot, rx_.get() + std::size_t(i) * kRxBytes, rx_msgs_[i].msg_len, now);
@@ -317,12 +344,18 @@ void Proxy::on_listen_readable(std::uint64_t now) {
 void Proxy::on_flow_readable(std::uint32_t slot, std::uint64_t now) {
   Flow& f = flows_[slot];
   for (int round = 0; round < kBatchesPerWake; ++round) {
-    for (std::size_t i = 0; i < kBatch; ++i) rx_msgs_[i].msg_hdr.msg_namelen = 0;
+    for (std::size_t i = 0; i < kBatch; ++i) {
+      rx_msgs_[i].msg_hdr.msg_namelen = 0;
+      rx_msgs_[i].msg_hdr.msg_controllen = sizeof rx_control_[i];
+    }
     // Errors are the upstream's ICMP replies (ECONNREFUSED while no server listens): the
     // client's datagrams were already counted out, the socket stays for the next try.
     const int n = recvmmsg(f.fd, rx_msgs_, kBatch, MSG_DONTWAIT, nullptr);
     if (n <= 0) return;
     for (int i = 0; i < n; ++i) {
+      const std::uint32_t drops = kernel_drop_count(rx_msgs_[i].msg_hdr, f.kernel_drops);
+      counters_[kDown].drop_kernel += drops - f.kernel_drops;
+      f.kernel_drops = drops;
       accept_datagram(kDown, slot, rx_.get() + std::size_t(i) * kRxBytes, rx_msgs_[i].msg_len, now);
     }
     if (static_cast<std::size_t>(n) < kBatch) return;
@@ -432,6 +465,7 @@ std::string Proxy::json(std::uint64_t now) const {
         {"drop_oversize", k.drop_oversize},
         {"drop_pool", k.drop_pool},
         {"drop_send", k.drop_send},
+        {"drop_kernel", k.drop_kernel},
         {"duplicated", k.duplicated},
         {"reordered", k.reordered},
         {"queued", k.queued},
@@ -470,12 +504,13 @@ void Proxy::report(std::uint64_t now, bool final) {
     std::snprintf(
         buf, sizeof buf,
         "%s in=%llu out=%llu drop loss=%llu mtu=%llu queue=%llu oversize=%llu pool=%llu "
-        "send=%llu dup=%llu reorder=%llu queued=%llu",
+        "send=%llu kernel=%llu dup=%llu reorder=%llu queued=%llu",
         kDirName[d], static_cast<unsigned long long>(k.in), static_cast<unsigned long long>(k.out),
         static_cast<unsigned long long>(k.drop_loss), static_cast<unsigned long long>(k.drop_mtu),
         static_cast<unsigned long long>(k.drop_queue),
         static_cast<unsigned long long>(k.drop_oversize),
         static_cast<unsigned long long>(k.drop_pool), static_cast<unsigned long long>(k.drop_send),
+        static_cast<unsigned long long>(k.drop_kernel),
         static_cast<unsigned long long>(k.duplicated), static_cast<unsigned long long>(k.reordered),
         static_cast<unsigned long long>(k.queued));
     return std::string(buf);
@@ -516,9 +551,11 @@ int Proxy::run() {
     rx_msgs_[i].msg_hdr.msg_iov = &rx_iov_[i];
     rx_msgs_[i].msg_hdr.msg_iovlen = 1;
     rx_msgs_[i].msg_hdr.msg_name = &rx_from_[i];
+    rx_msgs_[i].msg_hdr.msg_control = rx_control_[i];
   }
-  if (!open_sockets()) return kExitFailure;
+  // Before the listening line: a script may signal as soon as it reads it.
   app::install_stop_handler();
+  if (!open_sockets()) return kExitFailure;
 
   start_ns_ = now_ns();
   const std::uint64_t end_ns =

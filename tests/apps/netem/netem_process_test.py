@@ -346,6 +346,105 @@ def case_flows(exe, _):
     check(st["flows_refused"] == 1, "the client past --max-flows was refused and counted")
 
 
+def wait_for(netem, cond, what, poke=lambda: None):
+    """Polls the proxy's counters until cond(stats) holds; a deadline only a hang reaches."""
+    end = time.monotonic() + DEADLINE_S
+    st = None
+    while time.monotonic() < end:
+        poke()
+        st = netem.stats()
+        if st and cond(st):
+            return st
+        time.sleep(0.05)
+    raise SystemExit(f"timed out waiting for {what}: {st}")
+
+
+def first_contact(netem, server, client):
+    """One datagram through the proxy; returns the flow's upstream source as the server sees it."""
+    client.sendto(b"hello", netem.address)
+    got = []
+    end = time.monotonic() + DEADLINE_S
+    while not got and time.monotonic() < end:
+        select.select([server], [], [], 0.1)
+        drain(server, got)
+    check(bool(got), "the first datagram went through")
+    return got[0][1]
+
+
+def case_kernel(exe, _):
+    """Datagrams lost in the proxy's full receive buffer are counted as such, not hidden."""
+    server, client = udp_socket(), udp_socket()
+    netem = Netem(exe, ["--upstream", f"127.0.0.1:{server.getsockname()[1]}"])
+    sink = []
+    try:
+        src = first_contact(netem, server, client)
+        burst = 20000
+        os.kill(netem.proc.pid, signal.SIGSTOP)  # nothing reads the flow's socket meanwhile
+        for _ in range(burst):
+            server.sendto(b"y" * 64, src)
+        os.kill(netem.proc.pid, signal.SIGCONT)
+        # The kernel reports a socket's drops with the datagrams queued after them: a marker
+        # after each snapshot of the counters (one a second) carries the count once the
+        # backlog is read, and is read itself before the next snapshot.
+        markers, seen, st = 0, None, None
+        end = time.monotonic() + DEADLINE_S
+        while time.monotonic() < end:
+            drain(client, sink)
+            st = netem.stats()
+            if st and st["elapsed_s"] != seen:
+                seen = st["elapsed_s"]
+                if st["down"]["in"] + st["down"]["drop_kernel"] == burst + markers:
+                    break
+                server.sendto(b"marker", src)
+                markers += 1
+            time.sleep(0.05)
+        final = netem.stop()
+    finally:
+        netem.close()
+    check(st["down"]["drop_kernel"] > 0, f"{st['down']['drop_kernel']} of {burst} counted as kernel drops")
+    check(st["down"]["in"] + st["down"]["drop_kernel"] == burst + markers,
+          "every datagram the server sent was read or counted")
+    check(final["down"]["drop_kernel"] == st["down"]["drop_kernel"], "and no more dropped")
+
+
+def case_expire(exe, _):
+    """Idle flows are closed (their sockets too) and a returning client gets a new one."""
+    server, client = udp_socket(), udp_socket()
+    netem = Netem(exe, ["--upstream", f"127.0.0.1:{server.getsockname()[1]}", "--idle-timeout",
+                        "300ms"])
+    try:
+        first = first_contact(netem, server, client)
+        wait_for(netem, lambda st: st["flows_expired"] == 1 and st["flows_active"] == 0,
+                 "the idle flow to expire")
+        second = first_contact(netem, server, client)
+        st = wait_for(netem, lambda st: st["flows_created"] == 2, "a second flow")
+        netem.stop()
+    finally:
+        netem.close()
+    check(st["flows_active"] == 1, "the returning client has a flow again")
+    check(first != second, f"from a new upstream socket ({first[1]} then {second[1]})")
+
+
+def case_run(exe, args):
+    """The sample config loads, --duration stops the proxy, the progress line is printed."""
+    cfg = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "config",
+                       "netem.toml")
+    run = subprocess.run([exe, "--config", cfg, "--listen", "127.0.0.1:0", "--upstream",
+                          "127.0.0.1:9", "--duration", "2.5"], capture_output=True, text=True,
+                         timeout=DEADLINE_S)
+    check(run.returncode == 0, f"config/netem.toml runs ({run.stderr.strip()[-300:]})")
+    check(run.stdout.startswith("listening 127.0.0.1:") and "netem done" in run.stdout,
+          "listening line first, summary last")
+    check(re.search(r"^netem [12]s flows=0 refused=0 \| up in=0 ", run.stderr, re.M) is not None,
+          f"a progress line each second: {run.stderr.strip()}")
+    proc = subprocess.Popen([exe, "--listen", "127.0.0.1:0", "--upstream", "127.0.0.1:9"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    check(proc.stdout.readline().startswith("listening"), "started")
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=DEADLINE_S)
+    check(proc.returncode == 0 and "netem done" in out, "SIGINT stops it cleanly, with the summary")
+
+
 def ping_through(exe, server_cmd, ping_cmd, name):
     """An echo server behind the proxy at 10% loss each way and a reliable ping-pong client
     through it: every one of 200 pings must come back."""
