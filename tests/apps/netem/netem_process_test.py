@@ -168,6 +168,8 @@ def stream(netem_exe, args, n, size=64, sizes=None, echo=False, pace=256, interv
         server.close()
         client.close()
     assert final["up"]["in"] == st["up"]["in"], (final, st)
+    check_balance(st)
+    check_balance(final)
 
     def decode(items):
         # (sequence number, one-way or round-trip time, length, arrival time)
@@ -178,6 +180,15 @@ def stream(netem_exe, args, n, size=64, sizes=None, echo=False, pace=256, interv
 
 
 cleanup = []
+
+
+def check_balance(st):
+    """Every datagram the proxy took is sent, dropped for a named reason, or still held."""
+    for d in ("up", "down"):
+        k = st[d]
+        drops = sum(k[r] for r in ("drop_mtu", "drop_loss", "drop_queue", "drop_oversize",
+                                   "drop_pool", "drop_send"))
+        assert k["out"] == k["in"] - drops + k["duplicated"] - k["queued"], (d, k)
 
 
 def check(cond, what):
@@ -344,6 +355,7 @@ def case_flows(exe, _):
           "every client got its own reply back")
     check(st["flows_created"] == clients and st["flows_active"] == clients, "one flow per client")
     check(st["flows_refused"] == 1, "the client past --max-flows was refused and counted")
+    check_balance(st)
 
 
 def wait_for(netem, cond, what, poke=lambda: None):
@@ -467,6 +479,7 @@ def ping_through(exe, server_cmd, ping_cmd, name):
         except subprocess.TimeoutExpired:
             server.kill()
     print(ping.stdout.strip(), ping.stderr.strip())
+    check_balance(st)
     check(ping.returncode == 0, f"{name}'s ping-pong completed through 10% loss each way")
     check("count=200 lost=0" in ping.stdout, "all 200 reliable echoes arrived")
     check(st["up"]["drop_loss"] > 0 and st["down"]["drop_loss"] > 0,
