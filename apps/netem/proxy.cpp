@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -136,6 +137,7 @@ class Proxy {
   void expire_idle(std::uint64_t now);
   void report(std::uint64_t now, bool final);
   std::string json(std::uint64_t now) const;
+  bool write_stats(std::uint64_t now);
 
   const Config& c_;
   int epoll_fd_ = -1;
@@ -152,6 +154,7 @@ class Proxy {
   std::uint64_t flows_expired_ = 0;
   std::uint64_t flows_refused_ = 0;  // datagrams from new clients past max_flows or fd limits
   bool told_socket_error_ = false;
+  bool told_stats_error_ = false;
 
   std::unique_ptr<std::byte[]> pool_;
   std::vector<std::uint32_t> free_slots_;
@@ -487,16 +490,21 @@ std::string Proxy::json(std::uint64_t now) const {
   return out;
 }
 
+bool Proxy::write_stats(std::uint64_t now) {
+  // Written aside and renamed, so a script polling the file never reads half of it.
+  const std::string tmp = c_.stats_json + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "w");
+  if (f == nullptr) return false;
+  const std::string text = json(now);
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  return (std::fclose(f) == 0) && ok && std::rename(tmp.c_str(), c_.stats_json.c_str()) == 0;
+}
+
 void Proxy::report(std::uint64_t now, bool final) {
-  if (!c_.stats_json.empty()) {
-    // Written aside and renamed, so a script polling the file never reads half of it.
-    const std::string tmp = c_.stats_json + ".tmp";
-    if (FILE* f = std::fopen(tmp.c_str(), "w")) {
-      const std::string text = json(now);
-      std::fwrite(text.data(), 1, text.size(), f);
-      std::fclose(f);
-      std::rename(tmp.c_str(), c_.stats_json.c_str());
-    }
+  if (!c_.stats_json.empty() && !write_stats(now) && !told_stats_error_) {
+    std::fprintf(stderr, "tern-netem: cannot write %s: %s\n", c_.stats_json.c_str(),
+                 std::strerror(errno));
+    told_stats_error_ = true;
   }
   auto dir_text = [&](int d) {
     const DirCounters& k = counters_[d];
@@ -541,7 +549,12 @@ int Proxy::run() {
   for (std::uint32_t i = c_.max_flows; i > 0; --i) free_flows_.push_back(i - 1);
   by_client_.reserve(c_.max_flows);
   // Default-initialised: pages the traffic never reaches are never touched.
-  pool_.reset(new std::byte[std::size_t{c_.pool} * c_.slot_bytes]);
+  pool_.reset(new (std::nothrow) std::byte[std::size_t{c_.pool} * c_.slot_bytes]);
+  if (pool_ == nullptr) {
+    std::fprintf(stderr, "tern-netem: cannot reserve pool * slot_bytes = %zu bytes\n",
+                 std::size_t{c_.pool} * c_.slot_bytes);
+    return kExitFailure;
+  }
   free_slots_.reserve(c_.pool);
   for (std::uint32_t i = c_.pool; i > 0; --i) free_slots_.push_back(i - 1);
   heap_.reserve(c_.pool);
@@ -553,11 +566,17 @@ int Proxy::run() {
     rx_msgs_[i].msg_hdr.msg_name = &rx_from_[i];
     rx_msgs_[i].msg_hdr.msg_control = rx_control_[i];
   }
+  start_ns_ = now_ns();
+  // At once, so a bad path fails the start rather than every report, and scripts have a file
+  // to poll from the beginning.
+  if (!c_.stats_json.empty() && !write_stats(start_ns_)) {
+    std::fprintf(stderr, "tern-netem: cannot write %s: %s\n", c_.stats_json.c_str(),
+                 std::strerror(errno));
+    return kExitFailure;
+  }
   // Before the listening line: a script may signal as soon as it reads it.
   app::install_stop_handler();
   if (!open_sockets()) return kExitFailure;
-
-  start_ns_ = now_ns();
   const std::uint64_t end_ns =
       c_.duration_ms == 0 ? ~std::uint64_t{0} : start_ns_ + c_.duration_ms * 1000000;
   std::uint64_t next_tick = start_ns_ + kTickNs;

@@ -517,6 +517,16 @@ def case_cli(exe, _):
     check(ok.returncode == 0 and "usage: tern-netem" in ok.stdout, "--help: usage, exit 0")
     d = tempfile.mkdtemp(prefix="netem-cli-")
     cleanup.append(d)
+    for bad, want in ((["--stats-json", os.path.join(d, "no", "such", "dir.json")], "cannot write"),
+                      (["--listen", "192.0.2.1:1"], "cannot listen on 192.0.2.1:1"),
+                      (["--pool", "4000000", "--slot-bytes", "65535"], None)):
+        run = subprocess.run([exe, "--listen", "127.0.0.1:0", "--upstream", "127.0.0.1:9",
+                              "--duration", "0.1"] + bad, capture_output=True, text=True,
+                             timeout=DEADLINE_S)
+        if want is None:  # 262 GB: refused by the allocator, or reserved untouched (overcommit)
+            check(run.returncode in (0, 1), f"{bad}: exit 0 or 1, no crash ({run.stderr.strip()})")
+        else:
+            check(run.returncode == 1 and want in run.stderr, f"{bad}: exit 1, {want!r}")
     cases = [
         ('[up]\nloss = 1.5\n', "up.loss: must be a fraction"),
         ('[up]\nlos = 0.1\n', "up.los: unknown key"),
