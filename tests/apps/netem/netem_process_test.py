@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import select
 import shutil
 import signal
@@ -315,6 +316,13 @@ def case_seed(exe, _):
 
 def case_flows(exe, _):
     clients = 2000
+    # A socket per client here and in the proxy: both need the descriptors.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    if hard < clients + 100:
+        print(f"RLIMIT_NOFILE hard limit {hard} < {clients + 100}: skipped")
+        return 77
     server = udp_socket()
     netem = Netem(exe, ["--upstream", f"127.0.0.1:{server.getsockname()[1]}",
                         "--max-flows", str(clients)])
@@ -435,6 +443,37 @@ def case_expire(exe, _):
         netem.close()
     check(st["flows_active"] == 1, "the returning client has a flow again")
     check(first != second, f"from a new upstream socket ({first[1]} then {second[1]})")
+
+
+def case_ipv6(exe, _):
+    """A dual-stack listener ("*:0") in front of an IPv6 server, IPv4 and IPv6 clients."""
+    try:
+        server = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+        server.bind(("::1", 0))
+    except OSError as e:
+        print(f"no IPv6 loopback here ({e}): skipped")
+        return 77
+    server.settimeout(DEADLINE_S)
+    cmd = [exe, "--listen", "*:0", "--upstream", f"[::1]:{server.getsockname()[1]}", "--quiet"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        m = re.match(r"listening \[::\]:(\d+) upstream \[::1\]:", proc.stdout.readline())
+        check(m is not None, "listening on [::]")
+        port = int(m.group(1))
+        for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+            with socket.socket(family, socket.SOCK_DGRAM) as c:
+                c.settimeout(DEADLINE_S)
+                c.sendto(b"hello", (host, port))
+                data, src = server.recvfrom(100)
+                server.sendto(b"back " + data, src)
+                check(c.recvfrom(100)[0] == b"back hello", f"a client on {host} gets its answer")
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=DEADLINE_S)
+        check(proc.returncode == 0 and "flows_created=2" in out, "two flows")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return 0
 
 
 def case_run(exe, args):
