@@ -208,7 +208,7 @@ bool Proxy::open_sockets() {
     setsockopt(listen_fd_, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
   }
   // Bursts from many clients wait here while the loop is busy.
-  set_receive_buffer(listen_fd_, 8 << 20);
+  set_receive_buffer(listen_fd_, 32 << 20);
   if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&ss), len) != 0) {
     std::fprintf(stderr, "tern-netem: cannot listen on %s: %s\n", c_.listen.to_string().c_str(),
                  std::strerror(errno));

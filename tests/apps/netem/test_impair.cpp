@@ -5,9 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 namespace tern::netem {
@@ -239,6 +242,59 @@ TEST(NetemParse, Values) {
   EXPECT_DOUBLE_EQ(ge2->loss_good, 0.0);
   for (const char* bad : {"1%", "1%,2%,3%,4%,5%", "1%,,2%", "a,b"})
     EXPECT_FALSE(parse_ge(bad)) << bad;
+}
+
+}  // namespace
+}  // namespace tern::netem
+
+namespace tern::netem {
+namespace {
+
+// A file's values, then flags over them: both-ways flags first, per-direction ones last.
+TEST(NetemConfig, FileThenFlags) {
+  char path[] = "/tmp/netem-config-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const std::string text =
+      "listen = \"127.0.0.1:7000\"\nupstream = \"127.0.0.1:7777\"\nseed = 9\nmax_flows = 10\n"
+      "idle_timeout = \"2s\"\npool = 100\nslot_bytes = 1500\n"
+      "[up]\nloss = \"5%\"\ndelay = 25\njitter = \"3ms\"\njitter_dist = \"normal\"\n"
+      "jitter_reorder = true\nduplicate = 0.5\nrate = \"1mbit\"\nqueue = 7\nmtu = 1200\n"
+      "[down]\nge = \"1%,30%\"\ndelay = \"10ms\"\nreorder = \"20%\"\nrate = 3000\n";
+  ASSERT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  close(fd);
+
+  const char* argv[] = {"tern-netem", "--config",   path, "--dup",  "1%", "--down-delay",
+                        "5ms",        "--up-queue", "8",  "--seed", "11"};
+  Config c;
+  std::string error;
+  ASSERT_EQ(parse_config(11, argv, c, error), ParseResult::ok) << error;
+  unlink(path);
+  EXPECT_EQ(c.listen.to_string(), "127.0.0.1:7000");
+  EXPECT_EQ(c.upstream.to_string(), "127.0.0.1:7777");
+  EXPECT_EQ(c.seed, 11u);
+  EXPECT_EQ(c.max_flows, 10u);
+  EXPECT_EQ(c.idle_timeout_ms, 2000u);
+  EXPECT_EQ(c.pool, 100u);
+  EXPECT_EQ(c.slot_bytes, 1500u);
+  const Impairment& up = c.dir[kUp];
+  EXPECT_DOUBLE_EQ(up.loss, 0.05);
+  EXPECT_EQ(up.delay_ns, 25 * kMs);
+  EXPECT_EQ(up.jitter_ns, 3 * kMs);
+  EXPECT_EQ(up.jitter_dist, JitterDist::normal);
+  EXPECT_TRUE(up.jitter_reorder);
+  EXPECT_DOUBLE_EQ(up.duplicate, 0.01);  // --dup over the file
+  EXPECT_EQ(up.rate, 125000u);
+  EXPECT_EQ(up.queue, 8u);  // --up-queue over the file
+  EXPECT_EQ(up.mtu, 1200u);
+  const Impairment& down = c.dir[kDown];
+  EXPECT_TRUE(down.ge.on);
+  EXPECT_DOUBLE_EQ(down.ge.r, 0.3);
+  EXPECT_EQ(down.delay_ns, 5 * kMs);  // --down-delay over the file
+  EXPECT_DOUBLE_EQ(down.reorder, 0.2);
+  EXPECT_EQ(down.rate, 3000u);
+  EXPECT_DOUBLE_EQ(down.duplicate, 0.01);
+  EXPECT_EQ(down.queue, 1000u);
 }
 
 }  // namespace
