@@ -26,5 +26,10 @@ int main(int argc, char** argv) {
     std::fputs(tern::netem::kUsage, stdout);
     return tern::netem::kExitOk;
   }
-  return tern::netem::run(config);
+  // SIGHUP reads the same file and flags again: the file's new impairments, the flags still
+  // over them.
+  auto reload = [argc, argv](tern::netem::Config& fresh, std::string& why) {
+    return tern::netem::parse_config(argc, argv, fresh, why) == tern::netem::ParseResult::ok;
+  };
+  return tern::netem::run(config, reload);
 }

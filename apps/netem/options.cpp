@@ -29,6 +29,7 @@ const char* const kUsage =
     "  --duration S         stop after S seconds (default: at SIGINT/SIGTERM)\n"
     "  --stats-json FILE    counters as JSON, rewritten every second and at exit\n"
     "  --quiet              no progress line on stderr\n"
+    "SIGHUP reads the file and flags again and applies their impairments.\n"
     "\n"
     "Impairments, both directions; --up-NAME / --down-NAME for one (applied after these):\n"
     "  --loss P             random loss, '5%' or '0.05'\n"

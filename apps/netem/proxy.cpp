@@ -13,12 +13,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <new>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace tern::netem {
@@ -30,6 +32,18 @@ constexpr std::size_t kRxBytes = 65536;  // any UDP datagram fits: oversize is m
 constexpr int kBatchesPerWake = 8;       // then serve timers and other sockets
 constexpr std::uint64_t kListenTag = ~std::uint64_t{0};
 constexpr std::uint64_t kTickNs = 1000000000;
+
+volatile std::sig_atomic_t g_reload_requested = 0;
+
+void on_sighup(int) { g_reload_requested = 1; }
+
+// Without SA_RESTART, so the wait returns at once to act on it.
+void install_reload_handler() {
+  struct sigaction sa = {};
+  sa.sa_handler = on_sighup;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGHUP, &sa, nullptr);
+}
 
 std::uint64_t now_ns() {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -119,7 +133,7 @@ struct LaterFirst {
 
 class Proxy {
  public:
-  explicit Proxy(const Config& c) : c_(c) {}
+  Proxy(const Config& c, Reload reload) : c_(c), reload_(std::move(reload)) {}
   ~Proxy();
   int run();
 
@@ -139,7 +153,12 @@ class Proxy {
   std::string json(std::uint64_t now) const;
   bool write_stats(std::uint64_t now);
 
-  const Config& c_;
+  void reload();
+
+  Config c_;
+  Reload reload_;
+  std::uint64_t reloads_ = 0;
+  std::uint64_t reloads_refused_ = 0;
   int epoll_fd_ = -1;
   int listen_fd_ = -1;
   sockaddr_storage upstream_addr_{};
@@ -444,15 +463,17 @@ void Proxy::wait(std::uint64_t timeout_ns) {
 
 std::string Proxy::json(std::uint64_t now) const {
   std::string out;
-  char buf[256];
-  std::snprintf(buf, sizeof buf,
-                "{\n  \"elapsed_s\": %.3f,\n  \"seed\": %llu,\n  \"flows_active\": %zu,\n"
-                "  \"flows_created\": %llu,\n  \"flows_expired\": %llu,\n  \"flows_refused\": %llu",
-                static_cast<double>(now - start_ns_) / 1e9,
-                static_cast<unsigned long long>(c_.seed), by_client_.size(),
-                static_cast<unsigned long long>(flows_created_),
-                static_cast<unsigned long long>(flows_expired_),
-                static_cast<unsigned long long>(flows_refused_));
+  char buf[512];
+  std::snprintf(
+      buf, sizeof buf,
+      "{\n  \"elapsed_s\": %.3f,\n  \"seed\": %llu,\n  \"flows_active\": %zu,\n"
+      "  \"flows_created\": %llu,\n  \"flows_expired\": %llu,\n  \"flows_refused\": %llu,\n"
+      "  \"reloads\": %llu,\n  \"reloads_refused\": %llu",
+      static_cast<double>(now - start_ns_) / 1e9, static_cast<unsigned long long>(c_.seed),
+      by_client_.size(), static_cast<unsigned long long>(flows_created_),
+      static_cast<unsigned long long>(flows_expired_),
+      static_cast<unsigned long long>(flows_refused_), static_cast<unsigned long long>(reloads_),
+      static_cast<unsigned long long>(reloads_refused_));
   out += buf;
   for (int d = 0; d < 2; ++d) {
     const DirCounters& k = counters_[d];
@@ -543,6 +564,27 @@ void Proxy::report(std::uint64_t now, bool final) {
   std::fflush(stdout);
 }
 
+void Proxy::reload() {
+  Config fresh;
+  std::string error;
+  if (!reload_ || !reload_(fresh, error)) {
+    std::fprintf(stderr, "tern-netem: reload refused, impairments unchanged: %s\n", error.c_str());
+    ++reloads_refused_;
+    return;
+  }
+  // Flows, their PRNG streams, queues and links carry on; only the rules change. Sockets and
+  // buffers were sized at start.
+  c_.dir[kUp] = fresh.dir[kUp];
+  c_.dir[kDown] = fresh.dir[kDown];
+  ++reloads_;
+  const bool same_rest = fresh.listen == c_.listen && fresh.upstream == c_.upstream &&
+                         fresh.seed == c_.seed && fresh.max_flows == c_.max_flows &&
+                         fresh.pool == c_.pool && fresh.slot_bytes == c_.slot_bytes &&
+                         fresh.idle_timeout_ms == c_.idle_timeout_ms;
+  std::fprintf(stderr, "tern-netem: reloaded the impairments%s\n",
+               same_rest ? "" : " (other changed keys need a restart and were ignored)");
+}
+
 int Proxy::run() {
   flows_.resize(c_.max_flows);
   free_flows_.reserve(c_.max_flows);
@@ -576,6 +618,7 @@ int Proxy::run() {
   }
   // Before the listening line: a script may signal as soon as it reads it.
   app::install_stop_handler();
+  install_reload_handler();
   if (!open_sockets()) return kExitFailure;
   const std::uint64_t end_ns =
       c_.duration_ms == 0 ? ~std::uint64_t{0} : start_ns_ + c_.duration_ms * 1000000;
@@ -584,6 +627,10 @@ int Proxy::run() {
     std::uint64_t now = now_ns();
     release_due(now);
     if (app::stop_requested() || now >= end_ns) break;
+    if (g_reload_requested != 0) {
+      g_reload_requested = 0;
+      reload();
+    }
     if (now >= next_tick) {
       report(now, false);
       expire_idle(now);
@@ -600,8 +647,8 @@ int Proxy::run() {
 
 }  // namespace
 
-int run(const Config& config) {
-  Proxy proxy(config);
+int run(const Config& config, Reload reload) {
+  Proxy proxy(config, std::move(reload));
   return proxy.run();
 }
 

@@ -5,11 +5,18 @@
 
 #include "options.hpp"
 
+#include <functional>
+#include <string>
+
 namespace tern::netem {
 
+// Reads the configuration again (the same file and flags) for SIGHUP; false with a reason.
+using Reload = std::function<bool(Config&, std::string&)>;
+
 // Runs until SIGINT/SIGTERM or the configured duration; prints the listening address first
-// (stdout), a progress line each second (stderr) and a summary at the end (stdout).
+// (stdout), a progress line each second (stderr) and a summary at the end (stdout). On SIGHUP
+// the impairments are replaced by what `reload` reads; a failed reload keeps the old ones.
 // kExitFailure when a socket cannot be set up.
-int run(const Config& config);
+int run(const Config& config, Reload reload);
 
 }  // namespace tern::netem

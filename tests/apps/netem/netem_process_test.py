@@ -476,6 +476,48 @@ def case_ipv6(exe, _):
     return 0
 
 
+def case_reload(exe, _):
+    """SIGHUP replaces the impairments with the file's new ones; a bad file keeps the old."""
+    d = tempfile.mkdtemp(prefix="netem-reload-")
+    cleanup.append(d)
+    cfg = os.path.join(d, "netem.toml")
+
+    def write(text):
+        with open(cfg + ".new", "w") as f:
+            f.write(text)
+        os.replace(cfg + ".new", cfg)
+
+    write("[up]\nloss = 1.0\n")
+    server, client = udp_socket(), udp_socket()
+    netem = Netem(exe, ["--config", cfg, "--upstream", f"127.0.0.1:{server.getsockname()[1]}"])
+    got = []
+
+    def burst(first):
+        for seq in range(first, first + 100):
+            client.sendto(HEADER.pack(seq, 0), netem.address)
+        return wait_for(netem, lambda st: st["up"]["in"] == first + 100 and
+                        len(got) == st["up"]["out"] and st["up"]["queued"] == 0,
+                        "the burst through", lambda: drain(server, got))
+
+    try:
+        st = burst(0)
+        check(st["up"]["drop_loss"] == 100 and not got, "loss = 1.0: all 100 lost")
+        write("[up]\nloss = 0.0\n")
+        netem.proc.send_signal(signal.SIGHUP)
+        wait_for(netem, lambda st: st["reloads"] == 1, "the reload")
+        st = burst(100)
+        check(st["up"]["drop_loss"] == 100 and len(got) == 100, "after SIGHUP, loss = 0: all 100 pass")
+        write("[up]\nloss = 7\n")
+        netem.proc.send_signal(signal.SIGHUP)
+        wait_for(netem, lambda st: st["reloads_refused"] == 1, "the refused reload")
+        st = burst(200)
+        check(st["reloads"] == 1 and len(got) == 200, "a bad file is refused, the old rules stay")
+        netem.stop()
+    finally:
+        netem.close()
+    return 0
+
+
 def case_run(exe, args):
     """The sample config loads, --duration stops the proxy, the progress line is printed."""
     cfg = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "config",
