@@ -47,6 +47,9 @@ const char* const kUsage =
 
 namespace {
 
+// Buffers for every datagram in flight: beyond this a typo, not a plan.
+constexpr std::uint64_t kMaxPoolBytes = std::uint64_t{16} << 30;
+
 constexpr std::array<std::string_view, 11> kImpairmentFlags = {
     "loss", "ge",      "delay", "jitter", "jitter-dist", "jitter-reorder",
     "dup",  "reorder", "rate",  "queue",  "mtu"};
@@ -466,6 +469,11 @@ ParseResult parse_config(int argc, const char* const* argv, Config& config, std:
       error = why;
       return ParseResult::usage;
     }
+  }
+  if (std::uint64_t{config.pool} * config.slot_bytes > kMaxPoolBytes) {
+    error = "pool * slot_bytes must be at most 16 GiB, got " +
+            std::to_string(std::uint64_t{config.pool} * config.slot_bytes) + " bytes";
+    return ParseResult::usage;
   }
   if (!config.listen_given) {
     error = "--listen is required";
