@@ -24,8 +24,13 @@ constexpr HostCore::Impl::CommandRules HostCore::Impl::make_command_rules() {
   at(Cmd::disconnect) = {.handle = [](Impl& core, Peer& p, const Command& cmd, Arrival&) {
     return core.handle_disconnect(p, cmd);
   }};
-  // A ping asks for nothing but its acknowledgement.
-  at(Cmd::ping) = {.handle = [](Impl&, Peer&, const Command&, Arrival&) { return Handled::ok; },
+  // A ping asks for nothing but its acknowledgement; the accepting side counts it as news
+  // from the peer (timers.cpp, ping_after).
+  at(Cmd::ping) = {.handle =
+                       [](Impl& core, Peer& p, const Command&, Arrival&) {
+                         core.heard_ping(p);
+                         return Handled::ok;
+                       },
                    .states = kConnectedLike};
   const CommandRule message{
       .states = kConnectedLike, .needs_channel = true, .carries_message = true};

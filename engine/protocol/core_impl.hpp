@@ -129,6 +129,26 @@ struct HostCore::Impl {
   std::uint32_t ping_interval(const Peer& p) const {
     return setting(p, &PeerExtra::ping_interval, config.ping_interval_ms);
   }
+  // Silence after which we ping: no acknowledgement for a ping interval, as in ENet. The
+  // accepting side hears the client's own pings (every interval plus a round trip) and
+  // answers them, which proves the path both ways to the client; it pings only to keep its
+  // RTT estimate fresh, every few intervals, and then in the datagram that acknowledges a
+  // client's ping (heard_ping). One pinger per connection with any client, and still a
+  // ping from each side once the other falls silent.
+  static constexpr std::uint32_t kAcceptedPingIntervals = 4;
+  std::uint32_t ping_after(const Peer& p) const {
+    return p.accepted ? kAcceptedPingIntervals * ping_interval(p) : ping_interval(p);
+  }
+  bool wants_keepalive_ping(const Peer& p) const {
+    return p.state == PeerState::connected && p.sent_empty() && p.outgoing_reliable_empty();
+  }
+  void queue_keepalive_ping(Peer& p);
+  void heard_ping(Peer& p) {
+    if (p.accepted && wants_keepalive_ping(p) &&
+        now_ms - p.last_receive_time >= (kAcceptedPingIntervals - 1) * ping_interval(p)) {
+      queue_keepalive_ping(p);
+    }
+  }
   std::uint32_t timeout_limit(const Peer& p) const {
     return setting(p, &PeerExtra::timeout_limit, config.timeout_limit);
   }
@@ -369,6 +389,8 @@ struct HostCore::Impl {
   // disconnected --------------------------------------------------
   bool check_timeouts(Peer& p);
   static void requeue_lost(PeerQueues& q, OutCmd* c, OutCmd* insert_after);
+  std::uint32_t backed_off_rto(const Peer& p, const OutCmd& c) const;
+  void insert_by_deadline(PeerQueues& q, OutCmd* c);
   static void rearm_retransmission_timer(PeerQueues& q);
 
   // ---- throttle.cpp: RTT samples, packet loss, ENet's packet throttle and bandwidth limits

@@ -107,11 +107,10 @@ inline HostCore::Impl::Wrote HostCore::Impl::write_reliable_one(Peer& p, Build& 
     c->rto_ms =
         std::max(std::uint32_t{p.rtt} + 4 * std::uint32_t{p.rtt_variance}, config.min_rto_ms);
   }
-  if (q.sent_reliable.empty()) q.next_timeout = now_ms + c->rto_ms;
   q.outgoing_reliable.remove(c);
-  q.sent_reliable.push_back(c);
-  c->in_sent = true;
   c->sent_time_ms = now_ms;
+  insert_by_deadline(q, c);
+  c->in_sent = true;
   b.sent_time = true;
   q.reliable_data_in_transit += c->fragment_length;
   ++p.packets_sent;

@@ -7,9 +7,10 @@
 
 namespace tern::proto {
 
-// HostConfig::fast_retransmit. sent_reliable is in send order, so the walk ends at the first
-// command sent too recently to have been overtaken. What it finds goes back to the front of
-// outgoing_reliable, in order, as a timeout would put it, but keeps its retransmission
+// HostConfig::fast_retransmit. sent_reliable is in send order for commands sent once
+// (retransmit.cpp, insert_by_deadline), so the walk ends at the first command sent too recently to
+// have been overtaken (a resent one further back waits for its timeout). What it finds goes back to
+// the front of outgoing_reliable, in order, as a timeout would put it, but keeps its retransmission
 // timeout (the path is delivering) and leaves the congestion window alone.
 inline void HostCore::Impl::fast_retransmit_after_acks(Peer& p) {
   if (p.queues == nullptr || !p.queues->newest_acked_moved) return;

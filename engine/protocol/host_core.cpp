@@ -116,6 +116,7 @@ inline Peer* HostCore::Impl::route_datagram(const Endpoint& from, const Header& 
 // What a datagram's commands leave to do for the peer: the extensions' turn after its acks,
 // holding or sending acks, and its timer.
 inline void HostCore::Impl::after_datagram(Peer& p) {
+  p.heard_since_timeout = true;
   after_acks(p);
   if (holds_acks(p)) {
     if (p.queues->acks_due == 0) p.queues->acks_due = now_ms + config.ack_delay_ms;

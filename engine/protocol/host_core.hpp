@@ -139,6 +139,7 @@ struct HostCounters {
   std::uint64_t retransmits = 0;
   std::uint64_t fast_retransmits = 0;  // commands found lost by later acks (fast_retransmit)
   std::uint64_t acks_out = 0;
+  std::uint64_t pings_out = 0;        // keep-alive pings queued after a silence
   std::uint64_t peer_timer_runs = 0;  // peers whose timers fired (work done for idle peers)
   std::uint64_t evictions = 0;        // connections dropped to honour memory_cap
   std::uint64_t queue_full = 0;       // sends refused for max_queued

@@ -307,6 +307,8 @@ struct Peer {
   bool accepted : 1 = false;
   // HostCore::hold_intake: new reliable commands are kept unacknowledged and undelivered.
   bool intake_held : 1 = false;
+  // A datagram arrived since the last retransmission timeout (check_timeouts).
+  bool heard_since_timeout : 1 = false;
 
   bool connected_like() const {
     return state == PeerState::connected || state == PeerState::disconnect_later;

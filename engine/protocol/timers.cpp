@@ -9,7 +9,7 @@ inline std::uint64_t HostCore::Impl::peer_deadline(const Peer& p) const {
   if (!p.sent_empty()) {
     deadline = p.queues->next_timeout;
   } else if (p.connected_like()) {
-    deadline = p.last_receive_time + ping_interval(p);
+    deadline = p.last_receive_time + ping_after(p);
   }
   if (p.has_acks() && p.queues->acks_due != 0) deadline = std::min(deadline, p.queues->acks_due);
   return deadline;
@@ -53,13 +53,17 @@ inline std::uint64_t HostCore::Impl::next_deadline_us() const {
 // out and is gone.
 inline bool HostCore::Impl::run_timers(Peer& p) {
   if (!p.sent_empty() && now_ms >= p.queues->next_timeout && check_timeouts(p)) return false;
-  if (p.state == PeerState::connected && p.sent_empty() && p.outgoing_reliable_empty() &&
-      now_ms - p.last_receive_time >= ping_interval(p)) {
-    Command ping;
-    ping.command = static_cast<std::uint8_t>(Cmd::ping) | kFlagAcknowledge;
-    queue_system(p, ping);
+  if (wants_keepalive_ping(p) && now_ms - p.last_receive_time >= ping_after(p)) {
+    queue_keepalive_ping(p);
   }
   return true;
+}
+
+inline void HostCore::Impl::queue_keepalive_ping(Peer& p) {
+  Command ping;
+  ping.command = static_cast<std::uint8_t>(Cmd::ping) | kFlagAcknowledge;
+  queue_system(p, ping);
+  ++counters.pings_out;
 }
 
 }  // namespace tern::proto

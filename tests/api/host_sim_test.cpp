@@ -3,6 +3,7 @@
 // Every scenario runs on virtual time in a bounded loop (service with a zero timeout, then
 // advance the network clock to the next thing that can happen), so the tests are
 // deterministic and never sleep.
+#include <cstdlib>
 #include <tern/host.hpp>
 
 #include "sim_network.hpp"
@@ -29,7 +30,11 @@ using tern::PeerHandle;
 using tern::PeerState;
 using tern::SendResult;
 
-constexpr std::uint64_t kSeed = 0x5eed0001;
+// TERN_API_SEED=<n> replays the scenarios under another seed.
+const std::uint64_t kSeed = [] {
+  const char* text = std::getenv("TERN_API_SEED");
+  return text != nullptr && *text != '\0' ? std::strtoull(text, nullptr, 0) : 0x5eed0001ull;
+}();
 constexpr std::uint64_t kOneWayLatencyUs = 5000;
 // Longest stretch a scenario may take on virtual time: ENet's maximum timeout with room.
 constexpr std::uint64_t kMaxVirtualUs = 60'000'000;
@@ -248,7 +253,10 @@ TEST_F(SimHosts, ReliableOrderSurvivesLoss) {
     ASSERT_EQ(client_->send(at_client, 0, Delivery::reliable, make_payload(500, i)),
               SendResult::ok);
   }
-  ASSERT_TRUE(run_until([&] { return count(server_events_, EventType::receive) == kMessages; }));
+  ASSERT_TRUE(run_until([&] { return count(server_events_, EventType::receive) == kMessages; }))
+      << count(server_events_, EventType::receive) << " of " << kMessages << " received; client "
+      << (find(client_events_, EventType::disconnect) ? "disconnected" : "connected") << ", "
+      << client_->stats().retransmits << " retransmits";
   std::uint32_t i = 0;
   for (const Event& e : server_events_) {
     if (e.type != EventType::receive) continue;

@@ -338,5 +338,60 @@ void dead_link(bool with_traffic, std::uint64_t seed) {
 TEST(SimTimeout, DeadLinkWithReliableTrafficPending) { dead_link(true, 0xDEAD1); }
 TEST(SimTimeout, DeadLinkWithIdlePeers) { dead_link(false, 0xDEAD2); }
 
+// Keep-alive: the connecting side pings after each silence of a ping interval, as ENet does;
+// the accepting side answers those pings and adds its own only every few intervals, in the
+// datagram of an answer, to keep its RTT estimate fed: 3 datagrams per client ping instead of
+// 4 when both sides ping.
+TEST(SimPing, TheClientPingsAndTheServerOnlyRefreshesItsRtt) {
+  Pair p(0xB1A6, "client_pings", clean_link());
+  ASSERT_TRUE(p.up) << p.h.seed_note();
+  const std::uint64_t client_before = p.client->core->counters().pings_out;
+  const std::uint64_t server_before = p.server->core->counters().pings_out;
+  const std::uint64_t server_out_before = p.server->core->counters().datagrams_out;
+  p.h.run_for(20 * kSec);
+  p.h.print_summary();
+  const std::uint64_t client_pings = p.client->core->counters().pings_out - client_before;
+  const std::uint64_t server_pings = p.server->core->counters().pings_out - server_before;
+  const std::uint64_t server_out = p.server->core->counters().datagrams_out - server_out_before;
+  std::printf(
+      "[sim] client_pings: 20 s idle, client pings %llu, server pings %llu, server "
+      "datagrams out %llu\n",
+      static_cast<unsigned long long>(client_pings), static_cast<unsigned long long>(server_pings),
+      static_cast<unsigned long long>(server_out));
+  // One ping per interval plus a round trip (520 ms here): 38 in 20 s.
+  EXPECT_GE(client_pings, 35u);
+  EXPECT_LE(client_pings, 41u);
+  // Every third answer carries a ping of the server's.
+  EXPECT_GE(server_pings, client_pings / 4);
+  EXPECT_LE(server_pings, client_pings / 3 + 1);
+  EXPECT_EQ(server_out, client_pings) << "the server's pings ride with its answers";
+  PeerStats st;
+  ASSERT_TRUE(p.client->core->peer_stats(p.conn.client, st));
+  EXPECT_GE(st.rtt_ms, 15u) << "the client's pings keep its RTT estimate fed";
+  EXPECT_LE(st.rtt_ms, 30u);
+  EXPECT_EQ(p.client->count(EventType::disconnect, p.conn.client), 0u);
+  EXPECT_EQ(p.server->count(EventType::disconnect, p.conn.server), 0u);
+}
+
+// A client that stops pinging (its own interval set far out) still hears from the server,
+// which pings after 4 intervals without an acknowledgement; nobody times out.
+TEST(SimPing, TheServerPingsWhenTheClientIsSilent) {
+  Pair p(0xB1A7, "server_pings", clean_link());
+  ASSERT_TRUE(p.up) << p.h.seed_note();
+  p.client->core->set_ping_interval(p.conn.client, 60'000);
+  p.h.run_for(1 * kSec);
+  const std::uint64_t server_before = p.server->core->counters().pings_out;
+  p.h.run_for(20 * kSec);
+  p.h.print_summary();
+  const std::uint64_t server_pings = p.server->core->counters().pings_out - server_before;
+  std::printf("[sim] server_pings: 20 s with a silent client, server pings %llu\n",
+              static_cast<unsigned long long>(server_pings));
+  // Every 4 intervals plus a round trip (2.02 s): 10 in 20 s.
+  EXPECT_GE(server_pings, 9u);
+  EXPECT_LE(server_pings, 11u);
+  EXPECT_EQ(p.client->count(EventType::disconnect, p.conn.client), 0u);
+  EXPECT_EQ(p.server->count(EventType::disconnect, p.conn.server), 0u);
+}
+
 }  // namespace
 }  // namespace tern::simtest
