@@ -997,9 +997,14 @@ void Relay::filter_metrics(std::ostream& o) const { filter_.metrics(o); }
 
 template <class R>
 std::vector<R> Relay::ask_shards(std::function<R(rt::Shard&)> question, bool& complete) {
+  // One whole object per shard: std::vector<bool> packs its elements into shared words, so
+  // two shards answering at once would write the same memory.
+  struct Slot {
+    R value{};
+  };
   struct Answers {
     explicit Answers(std::size_t n) : values(n), ready(n) {}
-    std::vector<R> values;
+    std::vector<Slot> values;
     std::vector<std::atomic<bool>> ready;
   };
   const std::size_t n = group_.size();
@@ -1009,7 +1014,7 @@ std::vector<R> Relay::ask_shards(std::function<R(rt::Shard&)> question, bool& co
   std::vector<bool> asked(n);
   for (std::size_t i = 0; i < n; ++i) {
     asked[i] = group_.post(i, [answers, question, i](rt::Shard& s) {
-      answers->values[i] = question(s);
+      answers->values[i].value = question(s);
       answers->ready[i].store(true, std::memory_order_release);
     });
   }
@@ -1027,7 +1032,7 @@ std::vector<R> Relay::ask_shards(std::function<R(rt::Shard&)> question, bool& co
   complete = true;
   for (std::size_t i = 0; i < n; ++i) {
     if (answers->ready[i].load(std::memory_order_acquire)) {
-      out.push_back(std::move(answers->values[i]));
+      out.push_back(std::move(answers->values[i].value));
     } else {
       complete = false;
     }

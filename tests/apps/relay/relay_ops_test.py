@@ -405,6 +405,8 @@ with tempfile.TemporaryDirectory() as d:
             members.close()
         relay.terminate()
         out, err = relay.communicate(timeout=30)
+        if sys.exc_info()[0] is not None:  # the relay's last words say why the test broke off
+            print(f"relay exit {relay.returncode}; its stderr:\n{err[-6000:]}")
 
     # Every line the relay printed, on both streams, is one JSON object.
     events = []
