@@ -15,7 +15,8 @@ const char* const kUsage =
     "                    [--driver socket|uring|dpdk] [--idle wait|busy] [--timeout-ms T]\n"
     "                    [--ack-delay-ms D] [--checksum] [--selective-acks on|off]\n"
     "                    [--fast-retransmit on|off] [--congestion-window on|off]\n"
-    "                    [--min-rto-ms MS] [--throttle-window on|off] [--max-queued BYTES]\n"
+    "                    [--nodelay on|off] [--min-rto-ms MS] [--throttle-window on|off]\n"
+    "                    [--max-queued BYTES]\n"
     "                    [--schedule S:HZ,...] [--per-second] [--json FILE]\n"
     "                    [--quiet]\n"
     "                    [--dpdk-config FILE] [--dpdk-port SPEC] [--dpdk-ip A.B.C.D/NN] ...\n"
@@ -55,6 +56,9 @@ const char* const kUsage =
     "                      off: ENet's retransmission timeouts only\n"
     "  --congestion-window S  on (default): after a stall, resend an MTU and regrow as acks\n"
     "                      return; off: resend all that timed out at once, as ENet\n"
+    "  --nodelay S         off (default); on: KCP's nodelay: timeouts grow x1.5, a message is\n"
+    "                      resent after 2 later ones are acknowledged, no throttle on the\n"
+    "                      reliable window, and a Tern server is asked to acknowledge at once\n"
     "  --min-rto-ms MS     retransmission timeouts never below MS (0..1000; default 200, so a\n"
     "                      stall of either side is not taken for a dead link; 0: ENet's)\n"
     "  --throttle-window S off (default): the reliable window stays as RTTs rise; on: ENet's\n"
@@ -134,6 +138,7 @@ constexpr tern::app::FlagSpec kFlags[] = {
     {"selective-acks", true},
     {"fast-retransmit", true},
     {"congestion-window", true},
+    {"nodelay", true},
     {"min-rto-ms", true},
     {"max-queued", true},
     {"throttle-window", true},
@@ -317,6 +322,7 @@ bool parse_config(int argc, const char* const* argv, Config& c, std::string& err
   if (!tern::app::read_on_off(cl, "selective-acks", c.selective_acks, error) ||
       !tern::app::read_on_off(cl, "fast-retransmit", c.fast_retransmit, error) ||
       !tern::app::read_on_off(cl, "congestion-window", c.congestion_window, error) ||
+      !tern::app::read_on_off(cl, "nodelay", c.nodelay, error) ||
       !tern::app::read_on_off(cl, "throttle-window", c.throttle_window, error)) {
     return false;
   }

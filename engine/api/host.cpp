@@ -48,6 +48,9 @@ proto::HostConfig to_config(const HostOptions& o, std::uint64_t seed) {
   c.fast_retransmit = o.fast_retransmit;
   c.congestion_window = o.congestion_window;
   c.throttle_reliable_window = o.throttle_reliable_window;
+  c.nodelay = o.nodelay;
+  c.nodelay_channels = o.nodelay_channels;
+  c.nodelay_resend = o.nodelay_resend;
   c.random_seed = seed;
   return c;
 }
@@ -210,6 +213,8 @@ HostStats Host::stats() const {
   s.disconnects = c.disconnects;
   s.timeouts = c.timeouts;
   s.retransmits = c.retransmits;
+  s.fast_retransmits = c.fast_retransmits;
+  s.nodelay_resends = c.nodelay_resends;
   s.dropped = c.drops.total();
   s.peers = impl_->core_.peer_count();
   s.buffered_bytes = c.buffered_bytes;

@@ -64,9 +64,12 @@ inline Cmd HostCore::Impl::remove_acked(Peer& p, OutCmd* found) {
   if (was_sent) {
     q.sent_reliable.remove(found);
     if (found->has_payload()) q.reliable_data_in_transit -= found->fragment_length;
-    if (found->send_attempts == 1 && found->sent_time_ms > q.newest_acked_sent_ms) {
-      q.newest_acked_sent_ms = found->sent_time_ms;
-      q.newest_acked_moved = true;
+    if (found->send_attempts == 1) {
+      if (q.fresh_acks < UINT16_MAX) ++q.fresh_acks;
+      if (found->sent_time_ms > q.newest_acked_sent_ms) {
+        q.newest_acked_sent_ms = found->sent_time_ms;
+        q.newest_acked_moved = true;
+      }
     }
     on_reliable_acked(q, *found);
   } else {

@@ -434,6 +434,7 @@ struct HostCore::Impl {
 
   // ---- extensions.cpp: the hook points where the core calls its extensions ----------------
   std::uint32_t local_features() const;
+  std::uint32_t understood_features() const;
   std::uint32_t agreed_features(const Peer& p) const;
   void on_features_agreed(Peer& p, std::uint32_t agreed);
   static constexpr void install_extension_commands(CommandRules& rules);
@@ -455,6 +456,13 @@ struct HostCore::Impl {
 
   // ---- fast_retransmit.cpp: extension: what later acks overtook is resent at once -----------
   void fast_retransmit_after_acks(Peer& p);
+
+  // ---- nodelay.cpp: extension: KCP's backoff and resend rule; acks never held ---------------
+  std::uint32_t nodelay_offered() const;
+  std::uint32_t nodelay_agreed(const Peer& p) const;
+  void nodelay_on_agreed(Peer& p, std::uint32_t agreed);
+  bool nodelay_channel(std::uint8_t channel_id) const;
+  bool nodelay_resend_rule(std::uint8_t channel_id) const;
 
   // ---- congestion_window.cpp: extension: after a stall, one MTU in transit, regrown --------
   void congestion_window_on_timeouts(const Peer& p, PeerQueues& q, std::uint64_t first_sent_ms);

@@ -80,7 +80,7 @@ inline HostCore::Impl::Wrote HostCore::Impl::write_reliable_one(Peer& p, Build& 
     }
   }
   if (c->has_payload()) {
-    const std::uint32_t throttled = config.throttle_reliable_window
+    const std::uint32_t throttled = config.throttle_reliable_window && !config.nodelay
                                         ? (p.packet_throttle * p.window_size) / kPacketThrottleScale
                                         : p.window_size;
     const std::uint32_t window = std::min(throttled, extension_send_window(q));

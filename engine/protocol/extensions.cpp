@@ -9,15 +9,25 @@ namespace tern::proto {
 
 // ---- the hello: what we offer, and what each connection agreed to --------------------------
 
-inline std::uint32_t HostCore::Impl::local_features() const { return selective_acks_offered(); }
+// What a connecting hello offers.
+inline std::uint32_t HostCore::Impl::local_features() const {
+  return selective_acks_offered() | nodelay_offered();
+}
+
+// What a hello may name that we take up: what we offer, and what we honour for the other side
+// without using it ourselves.
+inline std::uint32_t HostCore::Impl::understood_features() const {
+  return local_features() | kFeatureNodelay;
+}
 
 // The features a hello's answer names for this connection (the server's VERIFY side).
 inline std::uint32_t HostCore::Impl::agreed_features(const Peer& p) const {
-  return selective_acks_agreed(p);
+  return selective_acks_agreed(p) | nodelay_agreed(p);
 }
 
 inline void HostCore::Impl::on_features_agreed(Peer& p, std::uint32_t agreed) {
   selective_acks_on_agreed(p, agreed);
+  nodelay_on_agreed(p, agreed);
 }
 
 // ---- commands: the extensions' rules in the command table (command_table.cpp) -------------

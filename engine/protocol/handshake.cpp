@@ -31,7 +31,7 @@ inline void HostCore::Impl::notify_connect(Peer& p) {
 // side answers with the ones both have alongside its VERIFY_CONNECT, and from then on each
 // uses what the answer names. Anything else (a repeat, a hello in another state) is ignored.
 inline Handled HostCore::Impl::handle_hello(Peer& p, const Command& cmd) {
-  const std::uint32_t agreed = cmd.hello.features & local_features();
+  const std::uint32_t agreed = cmd.hello.features & understood_features();
   if (p.hello_offered) {
     if (p.state == PeerState::connected) on_features_agreed(p, agreed);
   } else if (p.state == PeerState::acknowledging_connect && agreed != 0) {

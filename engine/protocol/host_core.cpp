@@ -16,6 +16,7 @@
 #include "fast_retransmit.cpp"
 #include "handshake.cpp"
 #include "intake.cpp"
+#include "nodelay.cpp"
 #include "peer_blocks.cpp"
 #include "peer_directory.cpp"
 #include "reassembly.cpp"
@@ -131,8 +132,9 @@ inline void HostCore::Impl::after_datagram(Peer& p) {
 // wait (up to the delay) for a command to ride with. Handshake and disconnect acks never
 // wait, and neither do acks for a peer that is dirty anyway.
 inline bool HostCore::Impl::holds_acks(const Peer& p) const {
-  return config.ack_delay_ms != 0 && p.state == PeerState::connected && !p.dirty && p.has_acks() &&
-         p.queues->outgoing_reliable.empty() && p.queues->outgoing_unreliable.empty();
+  return config.ack_delay_ms != 0 && p.state == PeerState::connected && !p.nodelay_agreed &&
+         !p.dirty && p.has_acks() && p.queues->outgoing_reliable.empty() &&
+         p.queues->outgoing_unreliable.empty();
 }
 
 // A flush after a full receive pass visits hundreds of peers, and by then the commands the
@@ -379,6 +381,7 @@ bool HostCore::peer_stats(PeerHandle peer, PeerStats& out) const {
   out.window_size = p->window_size;
   out.channel_count = p->channel_count;
   out.selective_acks = p->selective_acks;
+  out.nodelay = p->nodelay_agreed;
   if (const PeerQueues* q = p->queues) {
     out.reliable_in_transit = q->reliable_data_in_transit;
     out.queued_outgoing =

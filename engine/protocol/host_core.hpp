@@ -114,6 +114,19 @@ struct HostConfig {
   // negotiated window (and the congestion window after a stall); the throttle still drops
   // unreliable messages as in ENet.
   bool throttle_reliable_window = true;
+  // Nodelay (KCP's answer to latency under loss; WIRE.md, "Extensions"). For the channels it
+  // covers, a reliable command's retransmission timeout grows x1.5 per expiry instead of x2,
+  // and a command is resent as soon as `nodelay_resend` acknowledgements have arrived for
+  // commands sent after it (KCP's `resend`) instead of by fast_retransmit's time rule. With
+  // it on, the throttle never shrinks the reliable window (throttle_reliable_window), and
+  // the hello asks a Tern peer to acknowledge at once (no ack_delay_ms either way). All of
+  // that but the hello is the sender's own: it works the same with a plain ENet peer.
+  bool nodelay = false;
+  // The channels nodelay covers when `nodelay` is on, one bit per channel ID (bit c of word
+  // c / 64); all zero: every channel. A game stream on one channel and bulk data on another
+  // can so keep ENet's backoff for the bulk.
+  std::array<std::uint64_t, 4> nodelay_channels{};
+  std::uint32_t nodelay_resend = 2;  // 0: the time rule of fast_retransmit on these channels too
   // Defaults for new connections (ENet's names and values).
   std::uint32_t ping_interval_ms = kPingInterval;
   std::uint32_t timeout_limit = kTimeoutLimit;
@@ -138,6 +151,7 @@ struct HostCounters {
   std::uint64_t timeouts = 0;
   std::uint64_t retransmits = 0;
   std::uint64_t fast_retransmits = 0;  // commands found lost by later acks (fast_retransmit)
+  std::uint64_t nodelay_resends = 0;   // of which found by nodelay's count of later acks
   std::uint64_t acks_out = 0;
   std::uint64_t pings_out = 0;        // keep-alive pings queued after a silence
   std::uint64_t peer_timer_runs = 0;  // peers whose timers fired (work done for idle peers)

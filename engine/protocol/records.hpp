@@ -61,6 +61,8 @@ struct alignas(64) OutCmd {
   std::uint8_t channel_id = 0;
   bool in_sent = false;  // on sent_reliable (else, once sent, waiting for a resend)
   bool encoded = false;
+  // HostConfig::nodelay: acknowledgements that arrived for commands sent after this one.
+  std::uint8_t later_acks = 0;
 
   Cmd type() const { return static_cast<Cmd>(command & kCommandMask); }
   bool needs_ack() const { return (command & kFlagAcknowledge) != 0; }
@@ -194,6 +196,8 @@ struct PeerQueues {
   // read moved it, so commands sent well before it and still unacknowledged are lost.
   std::uint64_t newest_acked_sent_ms = 0;
   bool newest_acked_moved = false;
+  // HostConfig::nodelay: acks of commands sent once, in the datagram being read.
+  std::uint16_t fresh_acks = 0;
   std::uint32_t wide_channels = 0;  // channels holding a WideUnacked
   std::size_t queued_bytes = 0;     // payload of the commands held here (HostConfig::max_queued)
 };
@@ -303,6 +307,8 @@ struct Peer {
   bool hello_offered : 1 = false;
   bool hello_agreed : 1 = false;
   bool selective_acks : 1 = false;
+  // Nodelay agreed in the hello: acknowledgements to this peer are never held (ack_delay_ms).
+  bool nodelay_agreed : 1 = false;
   // We accepted this connection's CONNECT (we are its server side).
   bool accepted : 1 = false;
   // HostCore::hold_intake: new reliable commands are kept unacknowledged and undelivered.

@@ -56,13 +56,20 @@ inline bool HostCore::Impl::check_timeouts(Peer& p) {
 // ENet doubles a command's own timeout at each expiry. One first sent before any RTT sample
 // (ENet's 500 ms default) then backs off from that stale value, to 16 s by its sixth try on
 // a 10 ms path, and everything it holds up on its channel waits as long. The doubling
-// applies to the current estimate instead when that is the smaller.
+// applies to the current estimate instead when that is the smaller. On nodelay's channels
+// the factor is 1.5, as KCP's nodelay has it.
 inline std::uint32_t HostCore::Impl::backed_off_rto(const Peer& p, const OutCmd& c) const {
   const std::uint64_t current =
       std::max(std::uint32_t{p.rtt} + 4 * std::uint32_t{p.rtt_variance}, config.min_rto_ms);
-  const std::uint64_t doubled = std::uint64_t{c.rto_ms} * 2;
-  const std::uint64_t backed = current << std::min<std::uint32_t>(c.send_attempts, 20);
-  return static_cast<std::uint32_t>(std::min({doubled, backed, std::uint64_t{UINT32_MAX}}));
+  const std::uint32_t attempts = std::min<std::uint32_t>(c.send_attempts, 20);
+  std::uint64_t grown = std::uint64_t{c.rto_ms} * 2;
+  std::uint64_t backed = current << attempts;
+  if (nodelay_channel(c.channel_id)) {
+    grown = std::uint64_t{c.rto_ms} * 3 / 2 + 1;
+    backed = current;
+    for (std::uint32_t i = 0; i < attempts; ++i) backed = backed * 3 / 2 + 1;
+  }
+  return static_cast<std::uint32_t>(std::min({grown, backed, std::uint64_t{UINT32_MAX}}));
 }
 
 // A command taken as lost leaves the in-flight list for outgoing_reliable, behind

@@ -52,11 +52,17 @@ struct HostOptions {
   std::uint32_t timeout_maximum_ms = 30000;
   std::uint64_t random_seed = 0;  // 0 = seeded from the clock
   // Tern's extensions (proto::HostConfig has the details); false behaves exactly as ENet.
-  // Only selective_acks shows on the wire, and only to a Tern peer that offers it too.
+  // Only selective_acks and nodelay show on the wire (in a hello a plain ENet peer ignores).
   bool selective_acks = true;            // one command acknowledges up to 33 reliable ones
   bool fast_retransmit = true;           // resend what later acknowledgements show lost
   bool congestion_window = true;         // after a stall, regrow the window from one MTU
   bool throttle_reliable_window = true;  // ENet's throttle also scales the reliable window
+  // KCP's nodelay: timeouts grow x1.5, not x2; resend after `nodelay_resend` later acks; no
+  // throttle on the reliable window; a Tern peer acknowledges at once. nodelay_channels
+  // limits it to some channels (bit c of word c / 64; all zero: every channel).
+  bool nodelay = false;
+  std::array<std::uint64_t, 4> nodelay_channels{};
+  std::uint32_t nodelay_resend = 2;
   // Socket hosts only.
   int socket_receive_buffer = 4 << 20;
   int socket_send_buffer = 4 << 20;
@@ -73,7 +79,9 @@ struct HostStats {
   std::uint64_t disconnects = 0;
   std::uint64_t timeouts = 0;
   std::uint64_t retransmits = 0;
-  std::uint64_t dropped = 0;  // sum of drops_by_reason
+  std::uint64_t fast_retransmits = 0;  // resent before their timeout: later acks showed them lost
+  std::uint64_t nodelay_resends = 0;   // of which by nodelay's count of later acks
+  std::uint64_t dropped = 0;           // sum of drops_by_reason
   std::size_t peers = 0;
   std::size_t buffered_bytes = 0;
   std::vector<std::pair<const char*, std::uint64_t>> drops_by_reason;  // non-zero only

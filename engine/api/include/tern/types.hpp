@@ -109,6 +109,7 @@ struct PeerStats {
   std::uint32_t reliable_in_transit = 0;  // bytes sent and not yet acknowledged
   std::uint32_t queued_outgoing = 0;      // commands waiting to be sent
   bool selective_acks = false;            // Tern's ack ranges agreed with this peer
+  bool nodelay = false;                   // immediate acks agreed with this peer (nodelay)
 };
 
 }  // namespace tern
