@@ -292,7 +292,7 @@ int run_flood(const FloodConfig& config) {
                                      std::uint32_t{config.channel} + 1));
 
   Flood f(config);
-  f.lossy = config.delivery != tern::Delivery::reliable;
+  f.lossy = !tern::is_reliable(config.delivery);
   if (config.paced && config.rate_hz > 0)
     f.period_ns = std::max<std::uint64_t>(1, 1'000'000'000 / config.rate_hz);
   for (std::size_t i = 0; i < nshards; ++i) {

@@ -121,7 +121,7 @@ void on_event(rt::Shard& shard, PingRun& run, tern::Event& ev) {
 // next one (with a new number, so a late echo is ignored) goes out.
 void on_tick(rt::Shard& shard, PingRun& run) {
   if (run.status.load(std::memory_order_relaxed) != running || !run.waiting) return;
-  if (run.config.delivery == tern::Delivery::reliable) return;
+  if (tern::is_reliable(run.config.delivery)) return;
   if (now_ns() - run.sent_ns < kResendAfterNs) return;
   if (run.done >= run.config.warmup) ++run.lost;
   run.waiting = false;

@@ -337,7 +337,7 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
     case EventType::receive: {
       Member* m = st.member(ev.peer);
       if (m == nullptr || m->room == 0) return drop(RelayDrop::no_room);
-      const bool reliable = ev.delivery == Delivery::reliable;
+      const bool reliable = is_reliable(ev.delivery);
       if (ev.packet.size() > config_.max_message_size) {
         drop(RelayDrop::too_large);
         // Acknowledged already: relayed to no one, so the sender must not stay on as if it had
@@ -539,7 +539,7 @@ void Relay::forward(rt::Shard& s, std::size_t target, rt::ShardMessage message) 
   RelayShardStats& stats = *stats_[s.index()];
   Fifo<rt::ShardMessage>& q = st.waiting[target];
   if (q.empty() && s.offer_to_shard(target, message)) return;
-  if (message.delivery != Delivery::reliable) {
+  if (!is_reliable(message.delivery)) {
     // Shed rather than queued: nothing overtakes what waits, and the queue is for what must
     // arrive.
     stats.drops.add(RelayDrop::cross_shard_full);
@@ -616,12 +616,12 @@ void Relay::after_refusals(rt::Shard& s, Room& room, Delivery delivery, std::siz
   for (const PeerHandle& p : room.local) {
     if (s.peer_state(p) != PeerState::connected) {
       ++leaving;
-    } else if (delivery == Delivery::reliable && config_.member_backlog != 0 &&
+    } else if (is_reliable(delivery) && config_.member_backlog != 0 &&
                s.queued_bytes(p) + size > config_.member_backlog) {
       slow.push_back(p);
     }
   }
-  if (delivery != Delivery::reliable) {
+  if (!is_reliable(delivery)) {
     const std::size_t shed = refused - std::min(refused, leaving);
     stats.drops.add(RelayDrop::send_failed, shed);
     return;

@@ -69,6 +69,8 @@ uint32_t to_flags(tern::Delivery d) {
     case tern::Delivery::reliable: return TERN_SEND_RELIABLE;
     case tern::Delivery::unreliable: return 0;
     case tern::Delivery::unsequenced: return TERN_SEND_UNSEQUENCED;
+    case tern::Delivery::reliable_unordered:
+    case tern::Delivery::reliable_sequenced: return TERN_SEND_RELIABLE;
   }
   return 0;
 }

@@ -51,6 +51,7 @@ proto::HostConfig to_config(const HostOptions& o, std::uint64_t seed) {
   c.nodelay = o.nodelay;
   c.nodelay_channels = o.nodelay_channels;
   c.nodelay_resend = o.nodelay_resend;
+  c.delivery_modes = o.delivery_modes;
   c.random_seed = seed;
   return c;
 }

@@ -65,6 +65,8 @@ const char* to_string(Delivery d) {
     case Delivery::reliable: return "reliable";
     case Delivery::unreliable: return "unreliable";
     case Delivery::unsequenced: return "unsequenced";
+    case Delivery::reliable_unordered: return "reliable_unordered";
+    case Delivery::reliable_sequenced: return "reliable_sequenced";
   }
   return "unknown";
 }

@@ -326,6 +326,11 @@ struct HostCore::Impl {
                                                     std::span<const std::byte> bytes);
   void dispatch_reliable(Peer& p, std::uint8_t channel_id);
   void dispatch_unreliable(Peer& p, std::uint8_t channel_id);
+  static std::uint8_t delivery_mode(const Peer& p, const Command& cmd);
+  static Delivery delivery_of(std::uint8_t mode);
+  static bool take_sequenced(Channel& ch, std::uint16_t seq);
+  void deliver_on_arrival(Peer& p, Channel& ch, std::uint8_t channel_id, std::uint8_t mode,
+                          std::uint16_t seq, std::span<const std::byte> bytes, InCmd* c);
   bool insert_reliable(Channel& ch, InCmd* c);
   InCmd* find_reliable(Channel& ch, std::uint16_t seq);
   InCmd* find_or_position_unreliable(Channel& ch, std::uint16_t rseq, std::uint16_t useq,
@@ -463,6 +468,12 @@ struct HostCore::Impl {
   void nodelay_on_agreed(Peer& p, std::uint32_t agreed);
   bool nodelay_channel(std::uint8_t channel_id) const;
   bool nodelay_resend_rule(std::uint8_t channel_id) const;
+
+  // ---- delivery_modes.cpp: extension: reliable-unordered and reliable-sequenced ------------
+  std::uint32_t delivery_modes_offered() const;
+  std::uint32_t delivery_modes_agreed(const Peer& p) const;
+  void delivery_modes_on_agreed(Peer& p, std::uint32_t agreed);
+  static std::uint8_t delivery_flags(const Peer& p, Delivery delivery);
 
   // ---- congestion_window.cpp: extension: after a stall, one MTU in transit, regrown --------
   void congestion_window_on_timeouts(const Peer& p, PeerQueues& q, std::uint64_t first_sent_ms);

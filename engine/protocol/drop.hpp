@@ -28,6 +28,7 @@ namespace tern::proto {
   X(duplicate, "already received (duplicate reliable, unsequenced or fragment)")        \
   X(out_of_window, "sequence number outside the receive window")                        \
   X(late_unreliable, "unreliable message older than one already delivered")             \
+  X(stale_sequenced, "reliable-sequenced message older than one already delivered")     \
   X(fragment_number_out_of_range, "fragment number not below the fragment count")       \
   X(fragment_count_invalid, "fragment count zero, too large, or above total length")   \
   X(fragment_mismatch, "fragment count/total length changed within one set")            \

@@ -11,7 +11,7 @@ namespace tern::proto {
 
 // What a connecting hello offers.
 inline std::uint32_t HostCore::Impl::local_features() const {
-  return selective_acks_offered() | nodelay_offered();
+  return selective_acks_offered() | nodelay_offered() | delivery_modes_offered();
 }
 
 // What a hello may name that we take up: what we offer, and what we honour for the other side
@@ -22,12 +22,13 @@ inline std::uint32_t HostCore::Impl::understood_features() const {
 
 // The features a hello's answer names for this connection (the server's VERIFY side).
 inline std::uint32_t HostCore::Impl::agreed_features(const Peer& p) const {
-  return selective_acks_agreed(p) | nodelay_agreed(p);
+  return selective_acks_agreed(p) | nodelay_agreed(p) | delivery_modes_agreed(p);
 }
 
 inline void HostCore::Impl::on_features_agreed(Peer& p, std::uint32_t agreed) {
   selective_acks_on_agreed(p, agreed);
   nodelay_on_agreed(p, agreed);
+  delivery_modes_on_agreed(p, agreed);
 }
 
 // ---- commands: the extensions' rules in the command table (command_table.cpp) -------------

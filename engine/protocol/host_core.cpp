@@ -11,6 +11,7 @@
 #include "command_table.cpp"
 #include "congestion_window.cpp"
 #include "datagram_builder.cpp"
+#include "delivery_modes.cpp"
 #include "disconnect.cpp"
 #include "extensions.cpp"
 #include "fast_retransmit.cpp"
@@ -382,6 +383,7 @@ bool HostCore::peer_stats(PeerHandle peer, PeerStats& out) const {
   out.channel_count = p->channel_count;
   out.selective_acks = p->selective_acks;
   out.nodelay = p->nodelay_agreed;
+  out.delivery_modes = p->delivery_modes;
   if (const PeerQueues* q = p->queues) {
     out.reliable_in_transit = q->reliable_data_in_transit;
     out.queued_outgoing =

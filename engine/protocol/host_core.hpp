@@ -69,7 +69,8 @@ struct HostConfig {
   // Tern's selective acks (WIRE.md, "Extensions"): offered in a hello with every connect and
   // accepted from connecting Tern peers. Where both sides agree, one command acknowledges up
   // to 33 reliable commands of a channel instead of one each. A plain ENet peer never sees
-  // more than the hello, which it ignores. false: behave exactly as ENet (no hello).
+  // more than the hello, which it ignores. false (with delivery_modes and nodelay off too): behave
+  // exactly as ENet (no hello).
   bool selective_acks = true;
   // A message delivered straight from its datagram (whole, and in order or not ordered)
   // arrives as a view of the datagram's bytes (Event::lent) instead of a copy in a Packet.
@@ -127,6 +128,11 @@ struct HostConfig {
   // can so keep ENet's backoff for the bulk.
   std::array<std::uint64_t, 4> nodelay_channels{};
   std::uint32_t nodelay_resend = 2;  // 0: the time rule of fast_retransmit on these channels too
+  // Delivery::reliable_unordered and reliable_sequenced (WIRE.md, "Extensions"): offered in the
+  // hello; where agreed, a reliable command carries its mode in two command bits ENet leaves
+  // unused, and the receiver delivers it on arrival (sequenced: only if newer than any it
+  // delivered on the channel). To a peer that did not agree they go as plain reliable.
+  bool delivery_modes = true;
   // Defaults for new connections (ENet's names and values).
   std::uint32_t ping_interval_ms = kPingInterval;
   std::uint32_t timeout_limit = kTimeoutLimit;

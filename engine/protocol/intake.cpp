@@ -43,6 +43,7 @@ inline Handled HostCore::Impl::withhold_reliable(Peer& p, Channel& ch, const Com
   c->type = Cmd::send_reliable;
   c->packet = Packet::copy_of(cmd.payload);
   c->accounted = static_cast<std::uint32_t>(cmd.payload.size());
+  c->mode = delivery_mode(p, cmd);
   c->ack_withheld = true;
   c->ack_sent_time = sent_time;
   insert_reliable(ch, c);

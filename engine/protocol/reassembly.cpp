@@ -92,6 +92,10 @@ inline Handled HostCore::Impl::handle_send_fragment(Peer& p, const Command& cmd,
   if (!validate_fragment(cmd, why)) return Handled::stop;
   if (p.state == PeerState::disconnect_later) return Handled::ok;
   InCmd* set = find_reliable(ch, start);
+  if (set != nullptr && set->delivered) {
+    counters.drops.add(Drop::duplicate);  // a set taken on arrival (delivery modes)
+    return Handled::ok;
+  }
   if (set != nullptr) {
     if (!matches_set(set, cmd, Cmd::send_fragment)) {
       why = Drop::fragment_mismatch;
@@ -109,13 +113,20 @@ inline Handled HostCore::Impl::handle_send_fragment(Peer& p, const Command& cmd,
     }
     set = new_fragment_set(p, cmd, start, 0, Cmd::send_fragment, why);
     if (set == nullptr) return Handled::stop;
+    set->mode = delivery_mode(p, cmd);
     insert_reliable(ch, set);
   }
   if (!fill_fragment(set, cmd)) {
     counters.drops.add(Drop::duplicate);
     return Handled::ok;
   }
-  if (set->fragments_remaining == 0) dispatch_reliable(p, cmd.channel_id);
+  if (set->fragments_remaining == 0) {
+    const bool in_order = start == static_cast<std::uint16_t>(ch.in_reliable_seq + 1);
+    if (set->mode != 0 && !in_order && !p.intake_held) {
+      deliver_on_arrival(p, ch, cmd.channel_id, set->mode, start, {}, set);
+    }
+    dispatch_reliable(p, cmd.channel_id);
+  }
   return Handled::ok;
 }
 

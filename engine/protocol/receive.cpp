@@ -94,7 +94,8 @@ inline void HostCore::Impl::deliver_from_datagram(Peer& p, std::uint8_t channel,
 // enet_peer_dispatch_incoming_reliable_commands
 // Unlike ENet, which releases a run of reliable messages and only then the unreliable ones
 // sequenced behind the last of them, unreliable messages held behind each reliable message
-// are released right after it: the same order, fewer needless drops.
+// are released right after it: the same order, fewer needless drops. A message of another
+// delivery mode that was taken on arrival only moves the sequence on.
 inline void HostCore::Impl::dispatch_reliable(Peer& p, std::uint8_t channel_id) {
   if (p.intake_held) return;  // release_intake dispatches
   Channel& ch = channel(p, channel_id);
@@ -103,14 +104,80 @@ inline void HostCore::Impl::dispatch_reliable(Peer& p, std::uint8_t channel_id) 
         c->reliable_seq != static_cast<std::uint16_t>(ch.in_reliable_seq + 1)) {
       break;
     }
+    const bool take =
+        !c->delivered && (c->mode != kFlagTernSequenced || take_sequenced(ch, c->reliable_seq));
     ch.in_reliable_seq = c->reliable_seq;
     if (c->fragment_count > 0) {
       ch.in_reliable_seq = static_cast<std::uint16_t>(ch.in_reliable_seq + c->fragment_count - 1);
     }
     ch.in_reliable.remove(c);
-    deliver(p, channel_id, Delivery::reliable, c);
+    if (take) {
+      deliver(p, channel_id, delivery_of(c->mode), c);
+    } else {
+      if (!c->delivered) counters.drops.add(Drop::stale_sequenced);
+      release_in(p, c);
+    }
     ch.in_unreliable_seq = 0;
     if (!ch.in_unreliable.empty()) dispatch_unreliable(p, channel_id);
+  }
+}
+
+// ---- delivery modes (kFeatureDeliveryModes) -------------------------------------------------
+
+// What a reliable command asks of its receiver; ENet's in-order delivery unless agreed.
+inline std::uint8_t HostCore::Impl::delivery_mode(const Peer& p, const Command& cmd) {
+  if (!p.delivery_modes) return 0;
+  if ((cmd.command & kFlagTernUnordered) != 0) return kFlagTernUnordered;
+  return cmd.command & kFlagTernSequenced;
+}
+
+inline Delivery HostCore::Impl::delivery_of(std::uint8_t mode) {
+  if (mode == kFlagTernUnordered) return Delivery::reliable_unordered;
+  if (mode == kFlagTernSequenced) return Delivery::reliable_sequenced;
+  return Delivery::reliable;
+}
+
+// A reliable-sequenced message is taken only if newer than every one taken on its channel
+// (`seq` must still be ahead of the delivered sequence number).
+inline bool HostCore::Impl::take_sequenced(Channel& ch, std::uint16_t seq) {
+  const std::uint16_t newest = ahead(ch.in_sequenced_newest, ch.in_reliable_seq);
+  if (newest != 0 && newest < 0x8000 && ahead(seq, ch.in_reliable_seq) <= newest) return false;
+  ch.in_sequenced_newest = seq;
+  return true;
+}
+
+// A whole message of another mode, out of order: delivered now (or, sequenced and stale,
+// dropped); what stays on the reorder list holds its sequence number until the ones before
+// it arrive. `c` is a complete fragment set already on the list, or null for a single
+// command, whose placeholder is made here.
+inline void HostCore::Impl::deliver_on_arrival(Peer& p, Channel& ch, std::uint8_t channel_id,
+                                               std::uint8_t mode, std::uint16_t seq,
+                                               std::span<const std::byte> bytes, InCmd* c) {
+  const bool take = mode == kFlagTernUnordered || take_sequenced(ch, seq);
+  if (c == nullptr) {
+    if (take) {
+      deliver_from_datagram(p, channel_id, delivery_of(mode), bytes);
+    } else {
+      counters.drops.add(Drop::stale_sequenced);
+    }
+    c = in_pool.get();
+    c->reliable_seq = seq;
+    c->type = Cmd::send_reliable;
+    c->mode = mode;
+    c->delivered = true;
+    insert_reliable(ch, c);
+    return;
+  }
+  Packet packet = std::move(c->packet);
+  c->bitmap = Packet{};
+  p.total_waiting_data -= c->accounted;
+  counters.buffered_bytes -= c->accounted;
+  c->accounted = 0;
+  c->delivered = true;
+  if (take) {
+    deliver_now(p, channel_id, delivery_of(mode), std::move(packet));
+  } else {
+    counters.drops.add(Drop::stale_sequenced);
   }
 }
 
@@ -214,16 +281,29 @@ inline Handled HostCore::Impl::handle_send_reliable(Peer& p, const Command& cmd,
   }
   if (p.intake_held) return withhold_reliable(p, ch, cmd, sent_time, why);
   if (!charge(p, len, false, why)) return Handled::stop;  // no ack: the sender retries later
+  const std::uint8_t mode = delivery_mode(p, cmd);
   if (ch.in_reliable.empty() &&
       cmd.reliable_seq == static_cast<std::uint16_t>(ch.in_reliable_seq + 1)) {
     // The next message in order with nothing held before it, the usual case: delivered
     // straight away, as dispatch_reliable would, without a stay on the reorder list.
     p.total_waiting_data -= len;
     counters.buffered_bytes -= len;
+    const bool take = mode != kFlagTernSequenced || take_sequenced(ch, cmd.reliable_seq);
     ch.in_reliable_seq = cmd.reliable_seq;
-    deliver_from_datagram(p, cmd.channel_id, Delivery::reliable, cmd.payload);
+    if (take) {
+      deliver_from_datagram(p, cmd.channel_id, delivery_of(mode), cmd.payload);
+    } else {
+      counters.drops.add(Drop::stale_sequenced);
+    }
     ch.in_unreliable_seq = 0;
     if (!ch.in_unreliable.empty()) dispatch_unreliable(p, cmd.channel_id);
+    return Handled::ok;
+  }
+  if (mode != 0) {
+    p.total_waiting_data -= len;
+    counters.buffered_bytes -= len;
+    deliver_on_arrival(p, ch, cmd.channel_id, mode, cmd.reliable_seq, cmd.payload, nullptr);
+    dispatch_reliable(p, cmd.channel_id);  // its placeholder may be next in order
     return Handled::ok;
   }
   InCmd* c = in_pool.get();

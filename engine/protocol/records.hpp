@@ -89,6 +89,10 @@ struct InCmd {
   // and acknowledged with the send time of the newest datagram that carried it on release.
   bool ack_withheld = false;
   std::uint16_t ack_sent_time = 0;
+  // Delivery modes (kFeatureDeliveryModes): 0 (in order), kFlagTernUnordered or
+  // kFlagTernSequenced; `delivered`: taken out of order, it holds its sequence number(s) only.
+  std::uint8_t mode = 0;
+  bool delivered = false;
   Packet packet;
   Packet bitmap;  // fragment sets: one bit per fragment received
 };
@@ -169,6 +173,9 @@ struct Channel {
   std::array<std::uint16_t, kReliableWindows> reliable_windows{};
   std::uint16_t in_reliable_seq = 0;
   std::uint16_t in_unreliable_seq = 0;
+  // The newest reliable-sequenced message delivered (as a sequence number; it counts only
+  // while ahead of in_reliable_seq).
+  std::uint16_t in_sequenced_newest = 0;
   IntrusiveList<InCmd> in_reliable;
   IntrusiveList<InCmd> in_unreliable;
 };
@@ -309,6 +316,8 @@ struct Peer {
   bool selective_acks : 1 = false;
   // Nodelay agreed in the hello: acknowledgements to this peer are never held (ack_delay_ms).
   bool nodelay_agreed : 1 = false;
+  // Delivery modes agreed in the hello: reliable_unordered/_sequenced flags go both ways.
+  bool delivery_modes : 1 = false;
   // We accepted this connection's CONNECT (we are its server side).
   bool accepted : 1 = false;
   // HostCore::hold_intake: new reliable commands are kept unacknowledged and undelivered.

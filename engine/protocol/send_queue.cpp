@@ -118,7 +118,7 @@ inline SendResult HostCore::Impl::send(Peer& p, std::uint8_t channel_id, Deliver
   // takes any message, so one larger than the limit still goes.
   if (config.max_queued != 0 && p.queues != nullptr && p.queues->queued_bytes != 0 &&
       p.queues->queued_bytes + size >
-          (delivery == Delivery::reliable ? config.max_queued : config.max_queued / 2)) {
+          (is_reliable(delivery) ? config.max_queued : config.max_queued / 2)) {
     ++counters.queue_full;
     return SendResult::queue_full;
   }
@@ -136,7 +136,8 @@ inline SendResult HostCore::Impl::send(Peer& p, std::uint8_t channel_id, Deliver
       frag.command = static_cast<std::uint8_t>(Cmd::send_unreliable_fragment);
       start = static_cast<std::uint16_t>(ch.out_unreliable_seq + 1);
     } else {
-      frag.command = static_cast<std::uint8_t>(Cmd::send_fragment) | kFlagAcknowledge;
+      frag.command = static_cast<std::uint8_t>(Cmd::send_fragment) | kFlagAcknowledge |
+                     delivery_flags(p, delivery);
       start = static_cast<std::uint16_t>(ch.out_reliable_seq + 1);
     }
     frag.channel_id = channel_id;
@@ -160,8 +161,9 @@ inline SendResult HostCore::Impl::send(Peer& p, std::uint8_t channel_id, Deliver
   if (delivery == Delivery::unsequenced) {
     cmd.command = static_cast<std::uint8_t>(Cmd::send_unsequenced) | kFlagUnsequenced;
     cmd.unsequenced.data_length = static_cast<std::uint16_t>(size);
-  } else if (delivery == Delivery::reliable || ch.out_unreliable_seq >= 0xFFFF) {
-    cmd.command = static_cast<std::uint8_t>(Cmd::send_reliable) | kFlagAcknowledge;
+  } else if (is_reliable(delivery) || ch.out_unreliable_seq >= 0xFFFF) {
+    cmd.command = static_cast<std::uint8_t>(Cmd::send_reliable) | kFlagAcknowledge |
+                  delivery_flags(p, delivery);
     cmd.reliable.data_length = static_cast<std::uint16_t>(size);
   } else {
     cmd.command = static_cast<std::uint8_t>(Cmd::send_unreliable);

@@ -29,6 +29,12 @@ inline constexpr std::uint8_t kSystemChannel = 0xFF;
 inline constexpr std::uint8_t kCommandMask = 0x0F;
 inline constexpr std::uint8_t kFlagAcknowledge = 1 << 7;
 inline constexpr std::uint8_t kFlagUnsequenced = 1 << 6;
+// Bits ENet leaves unused (libenet masks the command number with 0x0F and reads no other bit of
+// a reliable command), set on SEND_RELIABLE and SEND_FRAGMENT only to a peer that agreed
+// kFeatureDeliveryModes: deliver on arrival, or on arrival when newer than any delivered.
+inline constexpr std::uint8_t kFlagTernUnordered = 1 << 5;
+inline constexpr std::uint8_t kFlagTernSequenced = 1 << 4;
+inline constexpr std::uint8_t kFlagTernModes = kFlagTernUnordered | kFlagTernSequenced;
 inline constexpr std::uint16_t kHeaderFlagCompressed = 1 << 14;
 inline constexpr std::uint16_t kHeaderFlagSentTime = 1 << 15;
 inline constexpr std::uint16_t kHeaderFlagMask = kHeaderFlagCompressed | kHeaderFlagSentTime;
@@ -96,6 +102,8 @@ inline constexpr std::size_t kHelloSize = 8;
 // tern_hello feature bits.
 inline constexpr std::uint32_t kFeatureSelectiveAcks = 1u << 0;
 inline constexpr std::uint32_t kFeatureNodelay = 1u << 1;
+// Bit 2 is redundancy's.
+inline constexpr std::uint32_t kFeatureDeliveryModes = 1u << 3;
 // An ack_range acknowledges its base sequence number and, for each set bit i of its bitfield,
 // base + 1 + i: 33 consecutive sequence numbers at most.
 inline constexpr std::uint32_t kAckRangeSpan = 33;

@@ -188,6 +188,7 @@ class Attack : public ::testing::Test {
   SimHost& add_attacker(const std::string& name, std::optional<proto::Header>& header) {
     proto::HostConfig plain;
     plain.selective_acks = false;
+    plain.delivery_modes = false;
     SimHost& a = h_->add_host(name, plain);
     a.on_tx = [this, &header](SimHost&, const proto::OutDatagram& d) { learn(d, header); };
     return a;

@@ -78,14 +78,7 @@ constexpr std::uint8_t kFragmented = 'U';
 constexpr std::uint8_t kBulk = 'B';
 constexpr std::uint8_t kQuit = 'Q';  // asks the server to disconnect the client
 
-const char* delivery_name(Delivery d) {
-  switch (d) {
-    case Delivery::reliable: return "reliable";
-    case Delivery::unreliable: return "unreliable";
-    case Delivery::unsequenced: return "unsequenced";
-  }
-  return "?";
-}
+const char* delivery_name(Delivery d) { return tern::to_string(d); }
 
 // ---- payloads ---------------------------------------------------------------------------------
 //
@@ -248,7 +241,9 @@ class EnetNode final : public Node {
     }
     enet_uint32 flags = 0;
     switch (d) {
-      case Delivery::reliable: flags = ENET_PACKET_FLAG_RELIABLE; break;
+      case Delivery::reliable:
+      case Delivery::reliable_unordered:
+      case Delivery::reliable_sequenced: flags = ENET_PACKET_FLAG_RELIABLE; break;
       // Without UNRELIABLE_FRAGMENT libenet upgrades an unreliable message above the MTU to
       // reliable fragments; the script wants unreliable fragments on the wire.
       case Delivery::unreliable: flags = ENET_PACKET_FLAG_UNRELIABLE_FRAGMENT; break;
@@ -392,6 +387,8 @@ class StreamChecker {
                               " seq " + std::to_string(h->seq);
     switch (h->delivery) {
       case Delivery::reliable:
+      case Delivery::reliable_unordered:  // libenet knows only in-order reliable delivery
+      case Delivery::reliable_sequenced:
         if (h->seq != s.next) {
           f_.add("reliable out of order or duplicated: " + where + ", expected seq " +
                  std::to_string(s.next));

@@ -1,7 +1,9 @@
 // Receiver-side checks for tagged messages (payload.hpp), per (stream, channel, delivery):
 //   reliable     exactly the next sequence number: no loss, no duplicate, no reordering;
 //   unreliable   strictly increasing: never backwards, never twice;
-//   unsequenced  never twice.
+//   unsequenced  never twice;
+//   reliable_unordered  never twice (that none is lost shows in the count);
+//   reliable_sequenced  strictly increasing: never backwards, never twice.
 // Every message must also be intact and arrive on the channel and with the delivery it was
 // sent with. Violations are collected (the first few verbatim) rather than thrown, so a
 // scenario can stop early and report them together with its seed.
@@ -61,15 +63,17 @@ class DeliveryChecker {
         }
         break;
       case Delivery::unreliable:
+      case Delivery::reliable_sequenced:
         if (static_cast<std::int64_t>(tag->seq) <= s.last) {
-          fail("unreliable " + describe(*tag) + " arrived after seq " + std::to_string(s.last));
+          fail(describe(*tag) + " arrived after seq " + std::to_string(s.last));
         } else {
           s.last = tag->seq;
         }
         break;
       case Delivery::unsequenced:
+      case Delivery::reliable_unordered:
         if (tag->seq >= s.seen.size()) s.seen.resize(tag->seq + 1024, false);
-        if (s.seen[tag->seq]) fail("unsequenced " + describe(*tag) + " delivered twice");
+        if (s.seen[tag->seq]) fail(describe(*tag) + " delivered twice");
         s.seen[tag->seq] = true;
         break;
     }

@@ -53,6 +53,10 @@ local system_only = { [2] = true, [3] = true, [4] = true, [5] = true, [10] = tru
                       [13] = true }
 local MAX_FRAGMENT_COUNT = 1024 * 1024
 local FEATURE_SELECTIVE_ACKS = 1
+local FEATURE_NODELAY = 0x2
+local FEATURE_DELIVERY_MODES = 0x8
+local FLAG_TERN_UNORDERED = 0x20
+local FLAG_TERN_SEQUENCED = 0x10
 
 ---------------------------------------------------------------------------------------------
 -- Fields.
@@ -72,6 +76,11 @@ f.command = ProtoField.bytes("tern.command", "Command")
 f.cmd = ProtoField.uint8("tern.cmd", "Command number", base.DEC, cmd_names, 0x0F)
 f.flag_ack = ProtoField.bool("tern.flags.acknowledge", "Acknowledge", 8, nil, FLAG_ACK)
 f.flag_unseq = ProtoField.bool("tern.flags.unsequenced", "Unsequenced", 8, nil, FLAG_UNSEQ)
+-- Tern's delivery modes, on reliable commands to a peer that agreed them (ENet leaves the bits 0).
+f.flag_unordered = ProtoField.bool("tern.flags.unordered", "Tern: reliable unordered", 8, nil,
+    FLAG_TERN_UNORDERED)
+f.flag_sequenced = ProtoField.bool("tern.flags.sequenced", "Tern: reliable sequenced", 8, nil,
+    FLAG_TERN_SEQUENCED)
 f.channel = ProtoField.uint8("tern.channel", "Channel", base.DEC)
 f.reliable_seq = ProtoField.uint16("tern.reliable_seq", "Reliable sequence number", base.DEC)
 
@@ -115,6 +124,10 @@ f.thr_dec = ProtoField.uint32("tern.throttle.deceleration", "Deceleration", base
 f.hello_features = ProtoField.uint32("tern.hello.features", "Features", base.HEX)
 f.hello_sacks = ProtoField.bool("tern.hello.selective_acks", "Selective acks (ACK_RANGE)", 32, nil,
     FEATURE_SELECTIVE_ACKS)
+f.hello_nodelay = ProtoField.bool("tern.hello.nodelay", "Nodelay (acknowledge at once)", 32, nil,
+    FEATURE_NODELAY)
+f.hello_modes = ProtoField.bool("tern.hello.delivery_modes", "Delivery modes (unordered, sequenced)",
+    32, nil, FEATURE_DELIVERY_MODES)
 
 f.ar_sent_time = ProtoField.uint16("tern.ack_range.sent_time", "Received sent time", base.DEC)
 f.ar_bitfield = ProtoField.uint32("tern.ack_range.bitfield", "Bitfield (bit i: base + 1 + i)", base.HEX)
@@ -317,6 +330,10 @@ local function dissect_command(tvb, pinfo, tree, offset, index, conv)
     ctree:add(f.cmd, tvb(offset, 1))
     ctree:add(f.flag_ack, tvb(offset, 1))
     ctree:add(f.flag_unseq, tvb(offset, 1))
+    if number == 6 or number == 8 then  -- SEND_RELIABLE, SEND_FRAGMENT
+      ctree:add(f.flag_unordered, tvb(offset, 1))
+      ctree:add(f.flag_sequenced, tvb(offset, 1))
+    end
     local channel_item = ctree:add(f.channel, tvb(offset + 1, 1))
     if channel == SYSTEM_CHANNEL then channel_item:append_text(" (system)") end
     local seq_item = ctree:add(f.reliable_seq, tvb(offset + 2, 2))
@@ -375,6 +392,8 @@ local function dissect_command(tvb, pinfo, tree, offset, index, conv)
         info = string.format("%s ch%d %d/%d", name, channel, num, count)
     elseif number == CMD.TERN_HELLO then
         ctree:add(f.hello_sacks, tvb(offset + 4, 4))
+        ctree:add(f.hello_nodelay, tvb(offset + 4, 4))
+        ctree:add(f.hello_modes, tvb(offset + 4, 4))
     elseif number == CMD.ACK_RANGE then
         local bits = values[f.ar_bitfield]
         local acked = { tostring(seq) }

@@ -52,7 +52,8 @@ struct HostOptions {
   std::uint32_t timeout_maximum_ms = 30000;
   std::uint64_t random_seed = 0;  // 0 = seeded from the clock
   // Tern's extensions (proto::HostConfig has the details); false behaves exactly as ENet.
-  // Only selective_acks and nodelay show on the wire (in a hello a plain ENet peer ignores).
+  // Only selective_acks, nodelay and delivery_modes show on the wire (in a hello a plain ENet
+  // peer ignores).
   bool selective_acks = true;            // one command acknowledges up to 33 reliable ones
   bool fast_retransmit = true;           // resend what later acknowledgements show lost
   bool congestion_window = true;         // after a stall, regrow the window from one MTU
@@ -63,6 +64,8 @@ struct HostOptions {
   bool nodelay = false;
   std::array<std::uint64_t, 4> nodelay_channels{};
   std::uint32_t nodelay_resend = 2;
+  // Delivery::reliable_unordered/_sequenced honoured between Tern peers (else sent as reliable).
+  bool delivery_modes = true;
   // Socket hosts only.
   int socket_receive_buffer = 4 << 20;
   int socket_send_buffer = 4 << 20;

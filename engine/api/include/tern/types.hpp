@@ -15,7 +15,16 @@ enum class Delivery : std::uint8_t {
   reliable,     // ordered per channel, retransmitted until acknowledged
   unreliable,   // sequenced per channel: late messages are dropped, never delivered backwards
   unsequenced,  // unordered; duplicates suppressed by a sliding window
+  // Between Tern peers that agreed them (PeerStats::delivery_modes); to any other peer they
+  // go as `reliable`, and arrive so. Both share the channel's reliable sequence numbers.
+  reliable_unordered,  // retransmitted until acknowledged, delivered on arrival, exactly once
+  reliable_sequenced,  // retransmitted, but one older than a message already delivered is dropped
 };
+
+constexpr bool is_reliable(Delivery d) {
+  return d == Delivery::reliable || d == Delivery::reliable_unordered ||
+         d == Delivery::reliable_sequenced;
+}
 
 const char* to_string(Delivery d);
 
@@ -110,6 +119,7 @@ struct PeerStats {
   std::uint32_t queued_outgoing = 0;      // commands waiting to be sent
   bool selective_acks = false;            // Tern's ack ranges agreed with this peer
   bool nodelay = false;                   // immediate acks agreed with this peer (nodelay)
+  bool delivery_modes = false;            // reliable_unordered/_sequenced honoured by this peer
 };
 
 }  // namespace tern
