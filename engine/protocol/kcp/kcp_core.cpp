@@ -399,10 +399,12 @@ struct KcpCore::Impl {
 
       switch (cmd) {
         case kCmdAck: {
-          if (diff(sn, s.snd_una) < 0 || diff(sn, s.snd_nxt) >= 0) {
+          if (diff(sn, s.snd_nxt) >= 0) {
             drop(KcpDrop::unexpected_ack);
             break;
           }
+          // Below una: a late copy of an ack already taken, which a lossy path produces.
+          if (diff(sn, s.snd_una) < 0) break;
           if (diff(cur, ts) >= 0) update_rtt(s, diff(cur, ts));
           for (Seg* g = s.snd_buf.head; g != nullptr; g = g->next) {
             if (g->sn == sn) {
