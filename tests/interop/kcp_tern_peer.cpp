@@ -110,10 +110,11 @@ void print_drops(const char* who, const KcpCore& core, const Socket& sock) {
   const auto& c = core.counters();
   std::fprintf(stderr,
                "%s: sessions %llu, messages in %llu out %llu, retransmits %llu fast %llu, "
-               "datagrams lost by --loss %llu, drops %llu\n",
+               "datagrams lost by --loss %llu, dead links %llu, idle timeouts %llu, drops %llu\n",
                who, (unsigned long long)c.sessions_opened, (unsigned long long)c.messages_in,
                (unsigned long long)c.messages_out, (unsigned long long)c.retransmits,
                (unsigned long long)c.fast_retransmits, (unsigned long long)sock.lost,
+               (unsigned long long)c.dead_links, (unsigned long long)c.idle_timeouts,
                (unsigned long long)c.drops.total());
   for (std::size_t i = 0; i < base::kDropReasons<KcpDrop>; ++i) {
     const auto d = static_cast<KcpDrop>(i);

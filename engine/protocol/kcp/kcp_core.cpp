@@ -24,6 +24,8 @@ constexpr std::uint32_t kAskSend = 1;
 constexpr std::uint32_t kAskTell = 2;
 constexpr std::uint32_t kMaxFragments = 256;  // frg is one byte
 constexpr std::size_t kSegChunk = 64;
+// Copies of one segment sent by fast resend at most; later losses wait for the RTO.
+constexpr std::uint32_t kFastResendLimit = 5;
 
 std::uint32_t rd32(const std::byte* p) {
   return std::uint32_t(p[0]) | std::uint32_t(p[1]) << 8 | std::uint32_t(p[2]) << 16 |
@@ -371,7 +373,7 @@ struct KcpCore::Impl {
     const std::uint32_t cur = static_cast<std::uint32_t>(now_ms);
     const std::uint32_t prev_una = s.snd_una;
     bool have_max = false;
-    std::uint32_t maxack = 0;
+    std::uint32_t maxack = 0, maxack_ts = 0;
     for (std::size_t off = 0; off < in.size();) {
       const std::byte* p = in.data() + off;
       const auto cmd = static_cast<std::uint8_t>(p[4]);
@@ -418,6 +420,7 @@ struct KcpCore::Impl {
           if (!have_max || diff(sn, maxack) > 0) {
             have_max = true;
             maxack = sn;
+            maxack_ts = ts;
           }
           break;
         }
@@ -445,8 +448,10 @@ struct KcpCore::Impl {
       }
     }
     if (have_max && cfg.fast_resend != 0) {
+      // Only an ack of something sent after this segment's last copy says that copy was
+      // skipped; counting older acks would resend it again for every ack still in flight.
       for (Seg* g = s.snd_buf.head; g != nullptr && diff(g->sn, maxack) < 0; g = g->next)
-        ++g->fastack;
+        if (diff(maxack_ts, g->ts) >= 0) ++g->fastack;
     }
     if (diff(s.snd_una, prev_una) > 0 && s.cwnd < s.rmt_wnd) {
       if (s.cwnd < s.ssthresh) {
@@ -650,7 +655,7 @@ struct KcpCore::Impl {
         resendts = cur + rto;
         lost = true;
         counter = &counters.retransmits;
-      } else if (g->fastack >= resent) {
+      } else if (g->fastack >= resent && g->xmit <= kFastResendLimit) {
         send = true;
         ++xmit;
         fastack = 0;
