@@ -379,3 +379,28 @@ TEST(KcpCore, ZeroWindowIsProbed) {
 }
 
 }  // namespace
+
+namespace {
+
+// A peer that shuts its window and goes quiet is probed until the idle timeout, not for ever
+// (found by fuzz_kcp).
+TEST(KcpCore, ShutWindowAndSilenceTimesOut) {
+  KcpConfig cfg;
+  cfg.idle_timeout_ms = 3000;
+  KcpCore core(cfg);
+  const Endpoint peer = Endpoint::v4(0x7f000001, 9);
+  const std::vector<std::byte> hello(3, std::byte{1});
+  core.on_datagram(1000, peer, segment(7, kCmdPush, 0, 0, 0, 0, 0, hello));  // wnd 0
+  Event ev;
+  ASSERT_TRUE(core.poll_event(ev));
+  const PeerHandle s = ev.peer;
+  ASSERT_EQ(core.send(s, hello), SendResult::ok);
+  std::vector<KcpDatagram> out(4);
+  for (std::uint64_t t = 2000; t < 60'000'000 && core.session_count() != 0; t += 10'000)
+    core.flush(t, out);
+  EXPECT_EQ(core.session_count(), 0u);
+  EXPECT_EQ(core.counters().idle_timeouts, 1u);
+  EXPECT_EQ(core.segments_held(), 0u);
+}
+
+}  // namespace

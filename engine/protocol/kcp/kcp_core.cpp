@@ -703,8 +703,9 @@ struct KcpCore::Impl {
     wheel.advance(now_ms, [this](base::TimerNode& node) {
       auto& s = *static_cast<Session*>(node.owner);
       if (!s.live) return;
-      if (s.snd_buf.empty() && s.snd_queue.empty() && s.rmt_wnd != 0 && s.probe == 0 &&
-          s.last_recv_ms + cfg.idle_timeout_ms <= now_ms) {
+      // Whatever is in flight or being probed: a peer that shut its window and went away
+      // would otherwise be probed forever.
+      if (s.last_recv_ms + cfg.idle_timeout_ms <= now_ms) {
         ++counters.idle_timeouts;
         close(s, DisconnectReason::timeout);
         return;
@@ -829,6 +830,7 @@ std::optional<Endpoint> KcpCore::session_address(PeerHandle session) const {
 }
 
 std::size_t KcpCore::session_count() const { return impl_->live_sessions; }
+std::size_t KcpCore::segments_held() const { return impl_->pool.live(); }
 const KcpCounters& KcpCore::counters() const { return impl_->counters; }
 const KcpConfig& KcpCore::config() const { return impl_->cfg; }
 

@@ -153,6 +153,8 @@ class KcpCore {
   bool session_stats(PeerHandle session, KcpSessionStats& out) const;
   std::optional<Endpoint> session_address(PeerHandle session) const;
   std::size_t session_count() const;
+  // Segments held by all sessions (send queues, in flight, receive windows, partial messages).
+  std::size_t segments_held() const;
   const KcpCounters& counters() const;
   const KcpConfig& config() const;
 
