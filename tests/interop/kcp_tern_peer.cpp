@@ -1,6 +1,7 @@
 // Tern's side of the kcp-go interop tests: a KcpCore on a real UDP socket on loopback.
 //
-//   kcp_tern_peer --serve [--port P] [--loss F] [--send-fec]   echo server; prints "listening P"
+//   kcp_tern_peer --serve [--port P] [--loss F] [--send-fec] [--session-limit N]
+//                                                     echo server; prints "listening P"
 //   kcp_tern_peer --connect PORT [--count N] [--loss F] [--send-fec]
 //
 // The server echoes each message back on its session, except "BIG n", answered with one
@@ -153,6 +154,8 @@ int main(int argc, char** argv) {
       loss = std::atof(next());
     else if (a == "--send-fec")
       cfg.send_fec = true;
+    else if (a == "--session-limit")
+      cfg.session_limit = static_cast<std::size_t>(std::atol(next()));
     else {
       std::fprintf(stderr, "kcp_tern_peer: unknown argument %s\n", argv[i]);
       return 2;
