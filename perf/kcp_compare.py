@@ -12,8 +12,9 @@ time (utime + stime, /proc/PID/stat) at the phase boundaries the load prints, an
   echoes_per_s    echoes completed per wall second (bounded by the load side on 2 cores)
 
 Servers alternate within each repetition; medians over --reps. Go programs are built offline
-(GO111MODULE=off, GOPATH=/usr/share/gocode). The Tern server is tests/interop's kcp_tern_peer
-from --build (use a release build: meson setup build-release --buildtype=release -Db_lto=true).
+(GO111MODULE=off, GOPATH=/usr/share/gocode). The Tern server is perf/tern-kcp-echo from
+--build (tern::Host with the KCP personality, one thread, the socket driver's batched I/O; use a
+release build: meson setup build-release --buildtype=release -Db_lto=true).
 
   perf/kcp_compare.py --build build-release [--sessions 1000,10000] [--reps 3] [--json FILE]
 """
@@ -95,9 +96,9 @@ def main():
     if shutil.which("go") is None:
         sys.exit("kcp_compare: go not found (apt-get install golang-go golang-github-xtaci-kcp-dev)")
     build = a.build if os.path.isabs(a.build) else os.path.join(ROOT, a.build)
-    tern_peer = os.path.join(build, "tests/interop/kcp_tern_peer")
-    if not os.access(tern_peer, os.X_OK):
-        sys.exit("kcp_compare: %s not built (ninja -C %s tests/interop/kcp_tern_peer)" % (tern_peer, a.build))
+    tern_echo = os.path.join(build, "perf/tern-kcp-echo")
+    if not os.access(tern_echo, os.X_OK):
+        sys.exit("kcp_compare: %s not built (ninja -C %s perf/tern-kcp-echo)" % (tern_echo, a.build))
     work = os.path.join(ROOT, "perf/results/kcp")
     os.makedirs(work, exist_ok=True)
     cache = os.path.join(work, "gocache")
@@ -110,7 +111,7 @@ def main():
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
     servers = {
-        "tern": [tern_peer, "--serve", "--session-limit", "50000"],
+        "tern": [tern_echo, "--sessions", "50000"],
         "kcp-go": [go_server, "-listen", "127.0.0.1:0"],
     }
     results = []

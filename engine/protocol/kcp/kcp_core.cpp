@@ -273,15 +273,20 @@ struct KcpCore::Impl {
     ev.lent = {};
   }
 
-  // The next time the session needs looking at: its interval while anything is unsent,
-  // unacknowledged or being probed; otherwise only its idle timeout.
+  // The next time the session needs looking at (ikcp_check's idea): its earliest resend, a
+  // window probe's interval, or else its idle timeout. Acks, fast resends and new data need no
+  // timer: input and send() mark the session dirty and flush() takes it at once. Waking every
+  // busy session each interval instead cost a 10,000-session server most of its CPU while
+  // the acks of its echoes were on their way (perf/JOURNAL.md, 2026-11-27).
   void schedule(Session& s) {
-    std::uint64_t at;
-    if (!s.snd_buf.empty() || !s.snd_queue.empty() || s.rmt_wnd == 0 || s.probe != 0) {
-      at = now_ms + cfg.interval_ms;
-    } else {
-      at = s.last_recv_ms + cfg.idle_timeout_ms;
+    std::uint64_t at = s.last_recv_ms + cfg.idle_timeout_ms;
+    const auto cur = static_cast<std::uint32_t>(now_ms);
+    for (Seg* g = s.snd_buf.head; g != nullptr; g = g->next) {
+      const std::int32_t d = diff(g->resendts, cur);
+      at = std::min(at, now_ms + static_cast<std::uint64_t>(std::max(d, 0)));
     }
+    if ((s.rmt_wnd == 0 && !s.snd_queue.empty()) || s.probe != 0)
+      at = std::min(at, now_ms + cfg.interval_ms);
     s.timer.owner = &s;
     wheel.schedule(s.timer, std::max(at, now_ms + 1));
   }
