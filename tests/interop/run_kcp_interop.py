@@ -34,11 +34,11 @@ def build_go_peer(src, workdir, case):
 def start_server(cmd):
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = proc.stdout.readline().strip()
-    if not line.startswith("listening"):
+    if not (line.startswith("listening") or line.startswith("serving")):
         proc.kill()
         out, err = proc.communicate()
         sys.exit("server did not start: %r %s" % (line, err))
-    port = int(line.rsplit(":", 1)[-1].split()[-1])
+    port = int(line.split()[1].rsplit(":", 1)[-1])
     return proc, port
 
 
@@ -59,13 +59,24 @@ def main():
     ap.add_argument("--go-src", required=True)
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--case", required=True,
-                    choices=["msg", "stream", "fec", "tern_client", "tern_client_fec"])
+                    choices=["msg", "stream", "fec", "tern_client", "tern_client_fec",
+                             "tern_ping_serve", "tern_ping_client"])
+    ap.add_argument("--tern-ping", help="tern-ping, for the tern_ping_* cases")
     ap.add_argument("--count", type=int, default=10000)
     ap.add_argument("--loss", default="0.05")
     a = ap.parse_args()
     go_peer = build_go_peer(a.go_src, a.workdir, a.case)
     started = time.monotonic()
-    if a.case in ("msg", "stream", "fec"):
+    if a.case == "tern_ping_serve":
+        # tern-ping --serve --protocol kcp echoes plainly: no "BIG" request.
+        server, port = start_server([a.tern_ping, "--serve", "127.0.0.1:0", "--protocol", "kcp"])
+        cmd = [go_peer, "-connect", "127.0.0.1:%d" % port, "-mode", "msg", "-big=false",
+               "-count", str(a.count)]
+    elif a.case == "tern_ping_client":
+        server, port = start_server([go_peer, "-listen", "127.0.0.1:0"])
+        cmd = [a.tern_ping, "--connect", "127.0.0.1:%d" % port, "--protocol", "kcp",
+               "--count", "1000", "--size", "3000"]
+    elif a.case in ("msg", "stream", "fec"):
         server, port = start_server([a.tern_peer, "--serve", "--loss", a.loss])
         mode = "stream" if a.case == "stream" else "msg"
         cmd = [go_peer, "-connect", "127.0.0.1:%d" % port, "-mode", mode,
@@ -85,7 +96,7 @@ def main():
     # The Tern server exits 0 on SIGTERM when it refused no echo; kcp-go's dies by the signal.
     if client.returncode != 0:
         return 1
-    if a.case in ("msg", "stream", "fec") and server_rc != 0:
+    if a.case in ("msg", "stream", "fec", "tern_ping_serve") and server_rc != 0:
         return 1
     return 0
 

@@ -49,7 +49,7 @@ func tune(s *kcp.UDPSession, stream bool) {
 	s.SetStreamMode(stream)
 }
 
-func client(addr, mode string, count int, fec bool) {
+func client(addr, mode string, count int, fec, big bool) {
 	ds, ps := shards(fec)
 	s, err := kcp.DialWithOptions(addr, nil, ds, ps)
 	if err != nil {
@@ -93,12 +93,14 @@ func client(addr, mode string, count int, fec bool) {
 			}
 		}
 		// One message the server fragments (frg 14..0): kcp-go hands it over in one Read.
-		if _, err := s.Write([]byte("BIG 20000")); err != nil {
-			fail("write: %v", err)
-		}
-		n, err := s.Read(buf)
-		if err != nil || n != 20000 || !bytes.Equal(buf[:n], payload(20000, 20000)) {
-			fail("fragmented reply: %d bytes, err %v", n, err)
+		if big {
+			if _, err := s.Write([]byte("BIG 20000")); err != nil {
+				fail("write: %v", err)
+			}
+			n, err := s.Read(buf)
+			if err != nil || n != 20000 || !bytes.Equal(buf[:n], payload(20000, 20000)) {
+				fail("fragmented reply: %d bytes, err %v", n, err)
+			}
 		}
 		// A write above the MSS, which kcp-go splits into segments of its own (frg 0 each).
 		big := payload(7777, 6000)
@@ -152,10 +154,11 @@ func main() {
 	mode := flag.String("mode", "msg", "client: msg or stream")
 	count := flag.Int("count", 10000, "client: messages to send")
 	fec := flag.Bool("fec", false, "kcp-go FEC framing, 10 data + 3 parity shards")
+	big := flag.Bool("big", true, "client: ask for one 20000-byte reply (\"BIG 20000\"), which a plain echo server does not answer")
 	flag.Parse()
 	switch {
 	case *connect != "":
-		client(*connect, *mode, *count, *fec)
+		client(*connect, *mode, *count, *fec, *big)
 	case *listen != "":
 		server(*listen, *fec)
 	default:
