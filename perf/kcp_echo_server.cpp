@@ -57,5 +57,7 @@ int main(int argc, char** argv) {
       (unsigned long long)s.connects, (unsigned long long)s.messages_in,
       (unsigned long long)s.messages_out, (unsigned long long)refused,
       (unsigned long long)s.dropped);
+  for (const auto& [name, n] : s.drops_by_reason)
+    std::fprintf(stderr, "tern-kcp-echo: drop %s %llu\n", name, (unsigned long long)n);
   return 0;
 }
