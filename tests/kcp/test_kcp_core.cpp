@@ -404,3 +404,50 @@ TEST(KcpCore, ShutWindowAndSilenceTimesOut) {
 }
 
 }  // namespace
+
+namespace {
+
+// Two convs from one address whose keys fold together: a PUSH of sn 0 takes over (the old
+// session ends with reason replaced), anything else is refused as wrong_conv.
+TEST(KcpCore, CollidingConvReplacesOnlyWithAFreshStart) {
+  KcpCore core(KcpConfig{});
+  const Endpoint from = Endpoint::v4(0x7f000001, 1234);
+  const std::vector<std::byte> hello(2, std::byte{5});
+  core.on_datagram(1000, from, segment(0x00010000, kCmdPush, 0, 32, 0, 0, 0, hello));
+  core.on_datagram(1000, from, segment(0x00000001, kCmdPush, 0, 32, 0, 5, 0, hello));
+  EXPECT_EQ(core.counters().drops[KcpDrop::wrong_conv], 1u);
+  core.on_datagram(1000, from, segment(0x00000001, kCmdPush, 0, 32, 0, 0, 0, hello));
+  EXPECT_EQ(core.session_count(), 1u);
+  std::vector<Event> events;
+  Event ev;
+  while (core.poll_event(ev)) events.push_back(std::move(ev));
+  ASSERT_EQ(events.size(), 5u);  // connect, receive; disconnect (replaced); connect, receive
+  EXPECT_EQ(events[2].type, EventType::disconnect);
+  EXPECT_EQ(events[2].reason, DisconnectReason::replaced);
+  EXPECT_EQ(events[2].data, 0x00010000u);
+  EXPECT_EQ(events[3].type, EventType::connect);
+  EXPECT_EQ(events[3].data, 0x00000001u);
+}
+
+// A window probe is answered with the receive window (WINS), at the next flush.
+TEST(KcpCore, WindowProbeIsAnswered) {
+  KcpCore core(KcpConfig{});
+  const Endpoint from = Endpoint::v4(0x7f000001, 1234);
+  const std::vector<std::byte> hello(2, std::byte{5});
+  core.on_datagram(1000, from, segment(3, kCmdPush, 0, 32, 0, 0, 0, hello));
+  std::vector<KcpDatagram> out(4);
+  core.flush(2000, out);
+  core.on_datagram(3000, from, segment(3, kCmdWask, 0, 32, 0, 0, 0, {}));
+  ASSERT_EQ(core.flush(3000, out), 1u);
+  const auto v = out[0].view();
+  ASSERT_EQ(v.size(), 24u);
+  EXPECT_EQ(static_cast<std::uint8_t>(v[4]), kCmdWins);
+  std::uint16_t wnd;
+  std::memcpy(&wnd, &v[6], 2);
+  EXPECT_EQ(wnd, 128u);  // nothing held: the whole window
+  std::uint32_t una;
+  std::memcpy(&una, &v[16], 4);
+  EXPECT_EQ(una, 1u);
+}
+
+}  // namespace
