@@ -22,6 +22,7 @@ def build_go_peer(src, workdir, case):
         print("SKIP: kcp-go source not found at %s (apt-get install golang-github-xtaci-kcp-dev)"
               % KCP_SRC)
         sys.exit(77)
+    workdir = os.path.abspath(workdir)
     os.makedirs(workdir, exist_ok=True)
     out = os.path.join(workdir, "kcp_go_peer_" + case)
     # GOPROXY=off: the build must never reach the network.

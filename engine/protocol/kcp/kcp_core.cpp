@@ -1,6 +1,7 @@
 #include "kcp_core.hpp"
 
 #include "../event_ring.hpp"
+#include "fec.hpp"
 #include "mix.hpp"
 #include "peer_table.hpp"
 #include "timer_wheel.hpp"
@@ -164,6 +165,11 @@ struct KcpCore::Impl {
     cfg.snd_wnd = std::clamp<std::uint32_t>(cfg.snd_wnd, 1, 65535);
     cfg.interval_ms = std::clamp<std::uint32_t>(cfg.interval_ms, 1, 5000);
     cfg.dead_link = std::max<std::uint32_t>(cfg.dead_link, 1);
+    cfg.fec_data_shards = std::clamp<std::uint32_t>(cfg.fec_data_shards, 1, 16);
+    cfg.fec_parity_shards = std::clamp<std::uint32_t>(cfg.fec_parity_shards, 1, 16);
+    if (cfg.fec_groups != 0)
+      fec_cache =
+          std::make_unique<FecCache>(cfg.fec_data_shards, cfg.fec_parity_shards, cfg.fec_groups);
     mss = cfg.mtu - kHeaderSize - (cfg.send_fec ? kFecHeaderSize : 0);
   }
 
@@ -175,6 +181,7 @@ struct KcpCore::Impl {
   std::vector<std::uint32_t> free_slots;
   std::size_t live_sessions = 0;
   SegPool pool;
+  std::unique_ptr<FecCache> fec_cache;  // null: parity shards are counted and ignored
   EventRing events;
   KcpCounters counters;
   Session* dirty_head = nullptr;
@@ -298,18 +305,38 @@ struct KcpCore::Impl {
     ++counters.datagrams_in;
     counters.bytes_in += in.size();
     if (in.size() > kMaxMtu) return drop(KcpDrop::oversize_datagram);
-    bool fec = false;
     if (in.size() >= 6) {
       const std::uint16_t flag = rd16(in.data() + 4);
-      if (flag == kFecParity) return drop(KcpDrop::fec_parity);
+      if (flag == kFecParity) {
+        ++counters.fec_parity_in;
+        if (!fec_cache) return drop(KcpDrop::fec_parity);
+        if (!fec_cache->add(from, rd32(in.data()), false, in.data() + 6, in.size() - 6,
+                            [&](std::span<const std::byte> kcp) { recovered(from, kcp); }))
+          drop(KcpDrop::fec_mismatch);
+        return;
+      }
       if (flag == kFecData) {
         if (in.size() < kFecHeaderSize) return drop(KcpDrop::fec_truncated);
         const std::uint16_t size = rd16(in.data() + 6);
         if (size < 2 || std::size_t{size} + 6 > in.size()) return drop(KcpDrop::fec_truncated);
-        in = in.subspan(kFecHeaderSize, size - 2u);
-        fec = true;
+        take_plain(from, in.subspan(kFecHeaderSize, size - 2u), true);
+        if (fec_cache &&
+            !fec_cache->add(from, rd32(in.data()), true, in.data() + 6, size,
+                            [&](std::span<const std::byte> kcp) { recovered(from, kcp); }))
+          drop(KcpDrop::fec_mismatch);
+        return;
       }
     }
+    take_plain(from, in, false);
+  }
+
+  void recovered(const Endpoint& from, std::span<const std::byte> kcp) {
+    ++counters.fec_recovered;
+    take_plain(from, kcp, true);
+  }
+
+  // One datagram's KCP segments, whatever framing they came in.
+  void take_plain(const Endpoint& from, std::span<const std::byte> in, bool fec) {
     if (in.size() < kHeaderSize) return drop(KcpDrop::truncated_segment);
     // Check every segment before acting on any: a datagram is taken whole or not at all.
     const std::uint32_t conv = rd32(in.data());

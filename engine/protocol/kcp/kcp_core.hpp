@@ -58,7 +58,8 @@ inline constexpr std::uint32_t kMaxMtu = 1500;
   X(bad_fragment, "frg inconsistent with the fragments before it, or too many")      \
   X(unexpected_ack, "ACK for nothing in flight")                                       \
   X(fec_truncated, "FEC data shard shorter than its header or its size field")         \
-  X(fec_parity, "FEC parity shard (accepted and ignored: no Reed-Solomon recovery)")
+  X(fec_parity, "FEC parity shard with recovery off (fec_groups 0): ignored")              \
+  X(fec_mismatch, "FEC shard whose type contradicts the configured shard counts")
 // clang-format on
 
 enum class KcpDrop : std::uint8_t { TERN_KCP_DROP_REASONS(TERN_DROP_ENUMERATOR) count_ };
@@ -86,6 +87,13 @@ struct KcpConfig {
   // Framing of what this host sends: plain KCP, or behind kcp-go's FEC data-shard header
   // (no parity shards are sent). Both framings are always accepted.
   bool send_fec = false;
+  // Receive side of kcp-go's FEC: lost data shards rebuilt from parity (Reed-Solomon, as
+  // kcp-go codes it) when the peer uses these shard counts (DialWithOptions(addr, nil, 10, 3)).
+  // fec_groups shard groups are collected at a time per core (about 20 KB each); 0 turns
+  // recovery off (parity shards are then counted as drops).
+  std::uint32_t fec_data_shards = 10;
+  std::uint32_t fec_parity_shards = 3;
+  std::size_t fec_groups = 32;
   std::uint64_t random_seed = 0x6b6370;
 };
 
@@ -105,6 +113,8 @@ struct KcpCounters {
   std::uint64_t fast_retransmits = 0;
   std::uint64_t acks_out = 0;
   std::uint64_t window_probes = 0;
+  std::uint64_t fec_parity_in = 0;  // parity shards received
+  std::uint64_t fec_recovered = 0;  // data shards rebuilt from parity
   KcpDropCounters drops;
 };
 

@@ -60,8 +60,12 @@ func client(addr, mode string, count int, fec, big bool) {
 	s.SetDeadline(time.Now().Add(90 * time.Second))
 	size := func(i int) int { return 8 + (i*37)%300 }
 	werr := make(chan error, 1)
+	// At most 1,000 messages ahead of the reader: kcp-go acknowledges what it has not read
+	// yet, so an unbounded writer makes the echo server hold the whole run.
+	ahead := make(chan struct{}, 1000)
 	go func() {
 		for i := 0; i < count; i++ {
+			ahead <- struct{}{}
 			if _, err := s.Write(payload(uint32(i), size(i))); err != nil {
 				werr <- err
 				return
@@ -71,6 +75,11 @@ func client(addr, mode string, count int, fec, big bool) {
 	}()
 	buf := make([]byte, 1<<17)
 	if mode == "stream" {
+		// Stream mode reads the whole echo at the end; the bound does not apply.
+		go func() {
+			for range ahead {
+			}
+		}()
 		var want []byte
 		for i := 0; i < count; i++ {
 			want = append(want, payload(uint32(i), size(i))...)
@@ -91,6 +100,7 @@ func client(addr, mode string, count int, fec, big bool) {
 			if !bytes.Equal(buf[:n], payload(uint32(i), size(i))) {
 				fail("message %d: got %d bytes, want %d (out of order or damaged)", i, n, size(i))
 			}
+			<-ahead
 		}
 		// One message the server fragments (frg 14..0): kcp-go hands it over in one Read.
 		if big {
