@@ -24,8 +24,14 @@ int main(int argc, char** argv) {
   }
   switch (config.mode) {
     case tern::ping::Mode::help: std::fputs(tern::ping::kUsage, stdout); return tern::ping::kExitOk;
-    case tern::ping::Mode::serve: return tern::ping::run_server(config.serve);
-    case tern::ping::Mode::ping: return tern::ping::run_ping(config.ping);
+    case tern::ping::Mode::serve:
+      return config.serve.protocol == tern::ping::Protocol::kcp
+                 ? tern::ping::run_kcp_server(config.serve)
+                 : tern::ping::run_server(config.serve);
+    case tern::ping::Mode::ping:
+      return config.ping.protocol == tern::ping::Protocol::kcp
+                 ? tern::ping::run_kcp_ping(config.ping)
+                 : tern::ping::run_ping(config.ping);
     case tern::ping::Mode::flood: return tern::ping::run_flood(config.flood);
   }
   return tern::ping::kExitFailure;

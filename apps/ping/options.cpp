@@ -19,9 +19,16 @@ const char* const kUsage =
     "       tern-ping --connect HOST:PORT --flood [--peers P] [--window W | --rate HZ]\n"
     "                 [--duration S] [--warmup S] [--size B] [DELIVERY] [--channel C]\n"
     "                 [--timeout-ms T] [--json FILE] [RUNTIME] [--checksum]\n"
+    "       tern-ping --serve HOST:PORT --protocol kcp [--peers N]\n"
+    "       tern-ping --connect HOST:PORT --protocol kcp [--count N] [--size B] [--warmup N]\n"
+    "                 [--timeout-ms T]\n"
     "       tern-ping --help\n"
     "\n"
     "Round-trip latency over ENet-compatible connections, on tern's shard runtime.\n"
+    "\n"
+    "--protocol kcp: the same server and ping-pong over KCP (kcp-go's wire format) on\n"
+    "tern::Host's KCP personality, one thread on the socket driver; every message reliable on\n"
+    "one stream, no handshake (the client's conv is fixed), sessions end by idle timeout.\n"
     "\n"
     "server (--serve): echoes every message to its sender on the same channel with the same\n"
     "delivery, until SIGINT/SIGTERM; then disconnects all peers gracefully (2 s at most) and\n"
@@ -107,6 +114,7 @@ constexpr tern::app::FlagSpec kFlags[] = {
     {"dpdk-ip", true},    {"dpdk-gateway", true}, {"dpdk-gateway-mac", true},
     {"dpdk-mac", true},   {"dpdk-eal", true},     {"dpdk-local-port", true},
     {"dpdk-mbufs", true}, {"dpdk-huge", false},   {"dpdk-config", true},
+    {"protocol", true},
 };
 
 // Flags each mode accepts besides its own mode flag; anything else is an error for that mode.
@@ -114,9 +122,10 @@ constexpr std::string_view kRuntimeFlags[] = {
     "checksum",  "driver",          "idle",         "shards",           "pin",
     "dpdk-port", "dpdk-ip",         "dpdk-gateway", "dpdk-gateway-mac", "dpdk-mac",
     "dpdk-eal",  "dpdk-local-port", "dpdk-mbufs",   "dpdk-huge",        "dpdk-config"};
-constexpr std::string_view kServeFlags[] = {"peers", "channels"};
-constexpr std::string_view kPingFlags[] = {"count",       "size",    "reliable", "unreliable",
-                                           "unsequenced", "channel", "warmup",   "timeout-ms"};
+constexpr std::string_view kServeFlags[] = {"peers", "channels", "protocol"};
+constexpr std::string_view kPingFlags[] = {"count",      "size",        "reliable",
+                                           "unreliable", "unsequenced", "channel",
+                                           "warmup",     "timeout-ms",  "protocol"};
 constexpr std::string_view kFloodFlags[] = {
     "flood",    "peers",      "window",      "rate",    "duration",   "warmup", "size",
     "reliable", "unreliable", "unsequenced", "channel", "timeout-ms", "json"};
@@ -190,6 +199,28 @@ bool parse_delivery(const CommandLine& cl, tern::Delivery& delivery, std::string
   return true;
 }
 
+// --protocol kcp runs on tern::Host: one thread, the socket driver, KCP's one reliable
+// stream of messages. Flags that choose something else are refused rather than ignored.
+bool parse_protocol(const CommandLine& cl, Protocol& protocol, std::string& error) {
+  const auto p = cl.value("protocol");
+  if (!p || *p == "enet") return true;
+  if (*p != "kcp") {
+    error = "--protocol wants enet or kcp, got '" + std::string(*p) + "'";
+    return false;
+  }
+  protocol = Protocol::kcp;
+  for (std::string_view f : {"driver", "idle", "shards", "pin", "checksum", "unreliable",
+                             "unsequenced", "channel", "channels"}) {
+    if (cl.has(f)) {
+      error = "--" + std::string(f) +
+              " does not apply to --protocol kcp (one thread on the "
+              "socket driver, every message reliable on one stream)";
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 bool parse_config(int argc, const char* const* argv, Config& config, std::string& error) {
@@ -231,7 +262,7 @@ bool parse_config(int argc, const char* const* argv, Config& config, std::string
   if (serve) {
     ServeConfig& s = config.serve;
     s.bind = *address;
-    return parse_runtime(cl, true, s.runtime, error) &&
+    return parse_protocol(cl, s.protocol, error) && parse_runtime(cl, true, s.runtime, error) &&
            read_uint(cl, "peers", 1, std::uint64_t{1} << 24, s.peers, error) &&
            read_uint(cl, "channels", 1, 255, s.channels, error);
   }
@@ -239,6 +270,7 @@ bool parse_config(int argc, const char* const* argv, Config& config, std::string
   if (!flood) {
     PingConfig& c = config.ping;
     c.server = *address;
+    if (!parse_protocol(cl, c.protocol, error)) return false;
     if (!parse_runtime(cl, false, c.runtime, error) || !parse_delivery(cl, c.delivery, error)) {
       return false;
     }

@@ -33,8 +33,12 @@ struct RuntimeConfig {
   DpdkOptions dpdk;  // driver == dpdk
 };
 
+// The wire protocol: ENet on the shard runtime, or KCP on tern::Host (one thread, socket).
+enum class Protocol { enet, kcp };
+
 struct ServeConfig {
   tern::Endpoint bind;
+  Protocol protocol = Protocol::enet;
   std::size_t peers = 4096;  // per shard
   std::uint32_t channels = 255;
   RuntimeConfig runtime;
@@ -43,6 +47,7 @@ struct ServeConfig {
 // Ping-pong: one connection, one ping outstanding.
 struct PingConfig {
   tern::Endpoint server;
+  Protocol protocol = Protocol::enet;
   std::uint64_t count = 10000;
   std::size_t size = 64;
   tern::Delivery delivery = tern::Delivery::reliable;

@@ -21,6 +21,9 @@ namespace tern::ping {
 int run_server(const ServeConfig& config);
 int run_ping(const PingConfig& config);
 int run_flood(const FloodConfig& config);
+// --protocol kcp (apps/ping/kcp.cpp): on tern::Host's KCP personality.
+int run_kcp_server(const ServeConfig& config);
+int run_kcp_ping(const PingConfig& config);
 
 // Steady clock in nanoseconds; the same clock on every thread, so a timestamp written by one
 // shard can be compared by another.

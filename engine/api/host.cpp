@@ -9,6 +9,7 @@
 #include "core_io.hpp"
 #include "driver.hpp"
 #include "host_core.hpp"
+#include "kcp/kcp_core.hpp"
 #include "mix.hpp"
 
 #include <algorithm>
@@ -72,6 +73,24 @@ std::uint64_t choose_seed(const HostOptions& o, rt::Clock& clock, const Endpoint
   return seed != 0 ? seed : 0x7465726e;  // xorshift state must not be zero
 }
 
+proto::kcp::KcpConfig to_kcp_config(const HostOptions& o, std::uint64_t seed) {
+  proto::kcp::KcpConfig c;
+  c.session_limit = o.peer_limit;
+  c.mtu = std::clamp<std::uint32_t>(o.mtu, 100, proto::kcp::kMaxMtu);
+  c.snd_wnd = o.kcp.snd_wnd;
+  c.rcv_wnd = o.kcp.rcv_wnd;
+  c.nodelay = o.kcp.nodelay;
+  c.interval_ms = o.kcp.interval_ms;
+  c.fast_resend = o.kcp.fast_resend;
+  c.no_cwnd = o.kcp.no_cwnd;
+  c.stream = o.kcp.stream;
+  c.send_fec = o.kcp.send_fec;
+  c.dead_link = o.kcp.dead_link;
+  c.idle_timeout_ms = o.kcp.idle_timeout_ms;
+  c.random_seed = seed;
+  return c;
+}
+
 }  // namespace
 
 struct Host::Impl {
@@ -83,6 +102,49 @@ struct Host::Impl {
         core_(config),
         io_(core_, *driver_) {}
 
+  // The KCP personality: its core replaces the ENet one for everything the host does.
+  void use_kcp(const proto::kcp::KcpConfig& config) {
+    kcp_ = std::make_unique<proto::kcp::KcpCore>(config);
+    krx_.resize(rt::CoreIo::kBatch);
+    kout_.resize(rt::CoreIo::kBatch);
+    ktx_.resize(rt::CoreIo::kBatch);
+  }
+
+  void kcp_receive() {
+    const std::uint64_t now = clock_.now_us();
+    for (std::size_t burst = 0; burst < rt::CoreIo::kMaxRxBursts; ++burst) {
+      const std::size_t n = driver_->rx_burst(krx_);
+      for (std::size_t i = 0; i < n; ++i) kcp_->on_datagram(now, krx_[i].from, krx_[i].bytes);
+      if (n == 0 || (n < krx_.size() && io_.caps().short_burst_means_empty)) break;
+    }
+  }
+
+  void kcp_transmit() {
+    const std::uint64_t now = clock_.now_us();
+    driver_->set_time(now);
+    for (;;) {
+      const std::size_t room = std::min(kout_.size(), driver_->tx_room());
+      if (room == 0) return;
+      const std::size_t n = kcp_->flush(now, std::span(kout_).first(room));
+      for (std::size_t i = 0; i < n; ++i) ktx_[i] = rt::TxFrame{kout_[i].to, kout_[i].view()};
+      std::size_t sent = 0;
+      while (sent < n) {
+        const std::size_t k =
+            driver_->tx_burst(std::span<const rt::TxFrame>(ktx_).subspan(sent, n - sent));
+        if (k == 0) break;  // the driver counts what it refused
+        sent += k;
+      }
+      if (n < room) return;
+    }
+  }
+
+  void pump_transmit() { kcp_ ? kcp_transmit() : transmit_all(); }
+  void pump_receive() { kcp_ ? kcp_receive() : receive_all(); }
+  bool poll(Event& event) { return kcp_ ? kcp_->poll_event(event) : core_.poll_event(event); }
+  std::uint64_t next_deadline() const {
+    return kcp_ ? kcp_->next_deadline_us() : core_.next_deadline_us();
+  }
+
   // Drains the driver into the core, a bounded number of bursts per pass.
   void receive_all() { io_.receive(clock_.now_us()); }
 
@@ -90,7 +152,7 @@ struct Host::Impl {
   void transmit_all() { io_.transmit(clock_.now_us()); }
 
   bool service(Event& event, std::chrono::microseconds timeout) {
-    if (core_.poll_event(event)) return true;
+    if (poll(event)) return true;
     const std::uint64_t wait_total =
         timeout.count() > 0 ? static_cast<std::uint64_t>(timeout.count()) : 0;
     const std::uint64_t deadline = saturating_add(clock_.now_us(), wait_total);
@@ -98,16 +160,16 @@ struct Host::Impl {
       // Replies the application queued while handling the previous events leave together with
       // the acknowledgements those events' datagrams asked for: one datagram instead of two
       // per reliable request/response (libenet sends the ack on its own first).
-      transmit_all();
-      receive_all();
-      if (core_.poll_event(event)) return true;
-      transmit_all();  // nothing for the application: acknowledgements and timers go now
+      pump_transmit();
+      pump_receive();
+      if (poll(event)) return true;
+      pump_transmit();  // nothing for the application: acknowledgements and timers go now
       // Virtual time only moves when the owner of the simulation advances it: waiting here
       // would spin forever, so one pass is all a non-waitable driver gets.
       if (!io_.caps().waitable) return false;
       const std::uint64_t now = clock_.now_us();
       if (now >= deadline) return false;
-      const std::uint64_t wake = std::min(deadline, core_.next_deadline_us());
+      const std::uint64_t wake = std::min(deadline, next_deadline());
       driver_->wait(wake > now ? wake - now : 0);
     }
   }
@@ -117,6 +179,10 @@ struct Host::Impl {
   std::unique_ptr<rt::Driver> driver_;
   proto::HostCore core_;
   rt::CoreIo io_;
+  std::unique_ptr<proto::kcp::KcpCore> kcp_;
+  std::vector<rt::RxFrame> krx_;
+  std::vector<proto::kcp::KcpDatagram> kout_;
+  std::vector<rt::TxFrame> ktx_;
 };
 
 Host::Host(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -141,8 +207,10 @@ std::unique_ptr<Host> Host::listen(const HostOptions& options, const Endpoint& b
   rt::Clock& clock_ref = *clock;
   const proto::HostConfig config =
       to_config(options, choose_seed(options, clock_ref, driver->local_endpoint(), true));
-  return std::unique_ptr<Host>(
-      new Host(std::make_unique<Impl>(config, std::move(driver), clock_ref, std::move(clock))));
+  auto impl = std::make_unique<Impl>(config, std::move(driver), clock_ref, std::move(clock));
+  if (options.personality == Personality::kcp)
+    impl->use_kcp(to_kcp_config(options, config.random_seed));
+  return std::unique_ptr<Host>(new Host(std::move(impl)));
 }
 
 std::unique_ptr<Host> Host::over(const HostOptions& options, std::unique_ptr<rt::Driver> driver,
@@ -150,58 +218,112 @@ std::unique_ptr<Host> Host::over(const HostOptions& options, std::unique_ptr<rt:
   if (driver == nullptr) return nullptr;
   const proto::HostConfig config =
       to_config(options, choose_seed(options, clock, driver->local_endpoint(), false));
-  return std::unique_ptr<Host>(
-      new Host(std::make_unique<Impl>(config, std::move(driver), clock, nullptr)));
+  auto impl = std::make_unique<Impl>(config, std::move(driver), clock, nullptr);
+  if (options.personality == Personality::kcp)
+    impl->use_kcp(to_kcp_config(options, config.random_seed));
+  return std::unique_ptr<Host>(new Host(std::move(impl)));
 }
 
 PeerHandle Host::connect(const Endpoint& address, std::size_t channel_count, std::uint32_t data) {
+  if (impl_->kcp_) return impl_->kcp_->connect(impl_->clock_.now_us(), address, data);
   return impl_->core_.connect(impl_->clock_.now_us(), address, channel_count, data);
 }
 
 SendResult Host::send(PeerHandle peer, std::uint8_t channel, Delivery delivery, Packet payload) {
+  if (impl_->kcp_) return impl_->kcp_->send(peer, payload.bytes());
   return impl_->core_.send(peer, channel, delivery, std::move(payload));
 }
 
 SendResult Host::send(PeerHandle peer, std::uint8_t channel, Delivery delivery,
                       std::span<const std::byte> payload) {
+  if (impl_->kcp_) return impl_->kcp_->send(peer, payload);
   return impl_->core_.send(peer, channel, delivery, payload);
 }
 
-void Host::disconnect(PeerHandle peer, std::uint32_t data) { impl_->core_.disconnect(peer, data); }
+void Host::disconnect(PeerHandle peer, std::uint32_t data) {
+  if (impl_->kcp_) return impl_->kcp_->disconnect(peer);
+  impl_->core_.disconnect(peer, data);
+}
 
 void Host::disconnect_now(PeerHandle peer, std::uint32_t data) {
+  if (impl_->kcp_) return impl_->kcp_->disconnect(peer);
   impl_->core_.disconnect_now(peer, data);
   // enet_peer_disconnect_now flushes at once: the peer is forgotten, so nothing later would.
   impl_->transmit_all();
 }
 
 void Host::disconnect_later(PeerHandle peer, std::uint32_t data) {
+  if (impl_->kcp_) return impl_->kcp_->disconnect(peer);
   impl_->core_.disconnect_later(peer, data);
 }
 
-void Host::reset(PeerHandle peer) { impl_->core_.reset(peer); }
+void Host::reset(PeerHandle peer) {
+  if (impl_->kcp_) return impl_->kcp_->disconnect(peer);
+  impl_->core_.reset(peer);
+}
 
 bool Host::service(Event& event, std::chrono::microseconds timeout) {
   return impl_->service(event, timeout);
 }
 
-bool Host::check_events(Event& event) { return impl_->core_.poll_event(event); }
+bool Host::check_events(Event& event) { return impl_->poll(event); }
 
-void Host::flush() { impl_->transmit_all(); }
+void Host::flush() { impl_->pump_transmit(); }
 
 bool Host::peer_stats(PeerHandle peer, PeerStats& out) const {
+  if (impl_->kcp_) {
+    proto::kcp::KcpSessionStats k;
+    if (!impl_->kcp_->session_stats(peer, k)) return false;
+    out = PeerStats{};
+    out.rtt_ms = k.srtt_ms;
+    out.mtu = impl_->kcp_->config().mtu;
+    out.window_size = k.remote_wnd;
+    out.channel_count = 1;
+    return true;
+  }
   return impl_->core_.peer_stats(peer, out);
 }
 
-PeerState Host::peer_state(PeerHandle peer) const { return impl_->core_.peer_state(peer); }
+PeerState Host::peer_state(PeerHandle peer) const {
+  if (impl_->kcp_) {
+    return impl_->kcp_->session_address(peer) ? PeerState::connected : PeerState::disconnected;
+  }
+  return impl_->core_.peer_state(peer);
+}
 
 Endpoint Host::peer_address(PeerHandle peer) const {
+  if (impl_->kcp_) return impl_->kcp_->session_address(peer).value_or(Endpoint{});
   return impl_->core_.peer_address(peer).value_or(Endpoint{});
 }
 
-std::size_t Host::peer_count() const { return impl_->core_.peer_count(); }
+std::size_t Host::peer_count() const {
+  return impl_->kcp_ ? impl_->kcp_->session_count() : impl_->core_.peer_count();
+}
 
 HostStats Host::stats() const {
+  if (impl_->kcp_) {
+    const proto::kcp::KcpCounters& c = impl_->kcp_->counters();
+    HostStats s;
+    s.datagrams_in = c.datagrams_in;
+    s.bytes_in = c.bytes_in;
+    s.datagrams_out = c.datagrams_out;
+    s.bytes_out = c.bytes_out;
+    s.messages_in = c.messages_in;
+    s.messages_out = c.messages_out;
+    s.connects = c.sessions_opened;
+    s.disconnects = c.sessions_closed;
+    s.timeouts = c.dead_links + c.idle_timeouts;
+    s.retransmits = c.retransmits + c.fast_retransmits;
+    s.dropped = c.drops.total();
+    s.peers = impl_->kcp_->session_count();
+    for (std::size_t i = 0; i < base::kDropReasons<proto::kcp::KcpDrop>; ++i) {
+      if (c.drops.by_reason[i] != 0) {
+        s.drops_by_reason.emplace_back(base::drop_name(static_cast<proto::kcp::KcpDrop>(i)),
+                                       c.drops.by_reason[i]);
+      }
+    }
+    return s;
+  }
   const proto::HostCounters& c = impl_->core_.counters();
   HostStats s;
   s.datagrams_in = c.datagrams_in;
@@ -232,6 +354,6 @@ Endpoint Host::local_endpoint() const { return impl_->driver_->local_endpoint();
 
 std::uint64_t Host::now_us() const { return impl_->clock_.now_us(); }
 
-std::uint64_t Host::next_deadline_us() const { return impl_->core_.next_deadline_us(); }
+std::uint64_t Host::next_deadline_us() const { return impl_->next_deadline(); }
 
 }  // namespace tern

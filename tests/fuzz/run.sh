@@ -61,5 +61,5 @@ echo "run.sh: $bin for ${seconds}s, corpus $work, artifacts $artifacts"
 # UBSan findings are fatal (the targets are built with -fno-sanitize-recover=all); libFuzzer
 # checks each input for leaks itself.
 UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
-  "$bin" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 \
+  "$bin" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 -error_exitcode=1 \
   -artifact_prefix="$artifacts" "$@" "$work"

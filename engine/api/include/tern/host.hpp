@@ -33,6 +33,27 @@ class Driver;
 class Clock;
 }  // namespace rt
 
+// Which wire protocol a host speaks (DESIGN §3.4). One host speaks one; a server offering both
+// runs two hosts on separate ports.
+enum class Personality : std::uint8_t {
+  enet,  // ENet 1.3, byte for byte
+  kcp,   // KCP segments (kcp-go plain and FEC framing): engine/protocol/kcp/README.md
+};
+
+// The KCP personality's settings (ikcp's names; engine/protocol/kcp/README.md).
+struct KcpOptions {
+  std::uint32_t snd_wnd = 128;
+  std::uint32_t rcv_wnd = 128;
+  int nodelay = 1;
+  std::uint32_t interval_ms = 10;
+  std::uint32_t fast_resend = 2;
+  bool no_cwnd = true;
+  bool stream = false;
+  bool send_fec = false;  // frame what this host sends with kcp-go's FEC data-shard header
+  std::uint32_t dead_link = 20;
+  std::uint32_t idle_timeout_ms = 30000;
+};
+
 struct HostOptions {
   std::size_t peer_limit = 4096;
   std::uint32_t channel_limit = 255;
@@ -66,6 +87,13 @@ struct HostOptions {
   std::uint32_t nodelay_resend = 2;
   // Delivery::reliable_unordered/_sequenced honoured between Tern peers (else sent as reliable).
   bool delivery_modes = true;
+  // With Personality::kcp, sessions are connections: connect(address, _, conv) opens one with
+  // conversation `conv` (its connect event comes with the peer's first reply), events carry the
+  // conv as `data`, every message is reliable and ordered (channel and delivery are ignored),
+  // and disconnect/reset forget the session without a word (KCP has none). peer_limit caps
+  // sessions, mtu is the datagram size.
+  Personality personality = Personality::enet;
+  KcpOptions kcp;
   // Socket hosts only.
   int socket_receive_buffer = 4 << 20;
   int socket_send_buffer = 4 << 20;
