@@ -8,7 +8,7 @@
 // acks), fastrx (fast retransmit), cwnd (congestion window), nothrottle (ENet's throttle does
 // not scale the reliable window). Both sides take the same list; only sacks shows on the wire.
 //
-// Messages, the receiver's JSON report and the ending are those of
+// Messages (warm-up ones too), the receiver's JSON report and the ending are those of
 // perf/reference/enet_loss_peer.c, whose header describes them, so that the three stacks are
 // measured by one harness. Exit 0 when the run finished, 1 on a connection failure, 2 on a bad
 // command line.
@@ -33,12 +33,13 @@ namespace {
 constexpr std::size_t kHeaderBytes = 17;
 constexpr std::uint8_t kKindData = 0;
 constexpr std::uint8_t kKindEnd = 1;
+constexpr std::uint8_t kKindWarmup = 2;  // delivered and checked, not timed
 constexpr unsigned kMaxChannels = 255;
 
 constexpr const char* kUsage =
     "usage: tern-loss-peer recv --listen HOST:PORT [--extensions LIST] [--timeout S]\n"
     "       tern-loss-peer send --connect HOST:PORT --workload game|bulk [--hz N]\n"
-    "                           [--duration S] [--size B] [--bytes N] [--channels N]\n"
+    "                           [--duration S] [--warmup S] [--size B] [--bytes N] [--channels N]\n"
     "                           [--extensions LIST] [--timeout S]\n"
     "  LIST: none, all, or a comma list of sacks, fastrx, cwnd, nothrottle\n";
 
@@ -64,7 +65,7 @@ struct Options {
   bool send = false;
   std::string address;
   bool bulk = false;
-  double hz = 60, duration = 10, timeout = 120;
+  double hz = 60, duration = 10, warmup = 1, timeout = 120;
   unsigned long size = 64, total = 4ul << 20, channels = 2;
   std::string extensions = "all";
 };
@@ -115,6 +116,9 @@ bool parse(int argc, char** argv, Options& o) {
       o.bulk = std::strcmp(v, "bulk") == 0;
     } else if (k == "--extensions") {
       o.extensions = v;
+    } else if (k == "--warmup") {
+      o.warmup = std::strtod(v, &end);
+      if (end == v || *end != '\0' || !(o.warmup >= 0)) return false;
     } else if (k == "--hz" || k == "--duration" || k == "--timeout") {
       double d = std::strtod(v, &end);
       if (end == v || *end != '\0' || !(d > 0)) return false;
@@ -154,7 +158,8 @@ int run_recv(const Options& o, const tern::HostOptions& ho) {
   std::array<bool, kMaxChannels> ended{};
   int channels = -1, ends = 0;
   bool in_order = true, timed_out = false;
-  std::uint64_t expected = 0, bytes = 0, first_send = 0, last_recv = 0, order_errors = 0;
+  std::uint64_t received = 0, expected = 0, bytes = 0, first_send = 0, last_recv = 0,
+                order_errors = 0;
   tern::PeerHandle peer;
   const std::uint64_t deadline = now_ns() + static_cast<std::uint64_t>(o.timeout * 1e9);
   tern::Event ev;
@@ -194,18 +199,20 @@ int run_recv(const Options& o, const tern::HostOptions& ho) {
         ++order_errors;
       }
       next[ch] = seq + 1;
-      if (lat.empty() || stamp < first_send) first_send = stamp;
-      lat.push_back(static_cast<std::uint32_t>((now - stamp) / 1000));
+      if (received == 0 || stamp < first_send) first_send = stamp;
+      ++received;
+      if (kind != kKindWarmup) lat.push_back(static_cast<std::uint32_t>((now - stamp) / 1000));
       bytes += d.size();
       last_recv = now;
     }
   }
-  if (lat.size() != expected) in_order = false;
-  std::printf("{\"stack\":\"tern\",\"extensions\":\"%s\",\"received\":%zu,\"expected\":%" PRIu64
-              ",\"in_order\":%s,\"bytes\":%" PRIu64 ",\"first_send_ns\":%" PRIu64
-              ",\"last_recv_ns\":%" PRIu64 ",\"order_errors\":%" PRIu64
+  if (received != expected) in_order = false;
+  std::printf("{\"stack\":\"tern\",\"extensions\":\"%s\",\"received\":%" PRIu64
+              ",\"expected\":%" PRIu64 ",\"in_order\":%s,\"bytes\":%" PRIu64
+              ",\"first_send_ns\":%" PRIu64 ",\"last_recv_ns\":%" PRIu64
+              ",\"order_errors\":%" PRIu64
               ",\"timed_out\":%s,\"channels_done\":%d,\"latencies_us\":[",
-              o.extensions.c_str(), lat.size(), expected, in_order ? "true" : "false", bytes,
+              o.extensions.c_str(), received, expected, in_order ? "true" : "false", bytes,
               first_send, last_recv, order_errors, timed_out ? "true" : "false", ends);
   for (std::size_t i = 0; i < lat.size(); ++i) std::printf(i ? ",%u" : "%u", lat[i]);
   std::printf("]}\n");
@@ -284,11 +291,12 @@ int run_send(const Options& o, const tern::HostOptions& ho) {
   } else {
     const std::uint64_t start = now_ns();
     const auto period = static_cast<std::uint64_t>(1e9 / o.hz);
-    const auto ticks = static_cast<unsigned long>(o.duration * o.hz);
+    const auto warm = static_cast<unsigned long>(o.warmup * o.hz);
+    const auto ticks = warm + static_cast<unsigned long>(o.duration * o.hz);
     for (unsigned long t = 0; t < ticks && !gone; ++t) {
       service_until(start + t * period);
       for (unsigned long ch = 0; ch < o.channels; ++ch) {
-        send(ch, kKindData);
+        send(ch, t < warm ? kKindWarmup : kKindData);
         ++seqs[ch];
       }
       host->flush();

@@ -2,7 +2,7 @@
  *
  *   enet-loss-peer recv --listen HOST:PORT [--timeout S]
  *   enet-loss-peer send --connect HOST:PORT --workload game|bulk [--hz N] [--duration S]
- *                       [--size B] [--bytes N] [--channels N] [--timeout S]
+ *                       [--warmup S] [--size B] [--bytes N] [--channels N] [--timeout S]
  *
  * Messages, the receiver's JSON report and the ending are those of perf/loss_peer.cpp and
  * perf/reference/kcp_loss_peer.go (perf/README.md, "Latency under loss"): a 17-byte header
@@ -10,6 +10,9 @@
  * u8; little-endian), reliable on its channel. After its data each channel carries an end
  * message whose sequence field is how many data messages preceded it; once every channel has
  * ended the receiver prints its report and disconnects, which lets the sender go.
+ * A game stream's first --warmup seconds (default 1) are sent as warm-up messages (kind 2):
+ * delivered and checked like the rest but left out of the latencies, so that the figures are
+ * those of a connection whose round-trip estimate has settled, not of its first second.
  * Exit 0 when the run finished (delivery is judged by the caller from the report), 1 on a
  * connection or I/O failure, 2 on a bad command line.
  */
@@ -27,7 +30,7 @@
 #include <string.h>
 #include <time.h>
 
-enum { kHeaderBytes = 17, kKindData = 0, kKindEnd = 1, kMaxChannels = 255 };
+enum { kHeaderBytes = 17, kKindData = 0, kKindEnd = 1, kKindWarmup = 2, kMaxChannels = 255 };
 
 static uint64_t now_ns(void) {
   struct timespec ts;
@@ -55,7 +58,8 @@ static void usage(FILE* out) {
   fprintf(out,
           "usage: enet-loss-peer recv --listen HOST:PORT [--timeout S]\n"
           "       enet-loss-peer send --connect HOST:PORT --workload game|bulk [--hz N]\n"
-          "                           [--duration S] [--size B] [--bytes N] [--channels N]\n"
+          "                           [--duration S] [--warmup S] [--size B] [--bytes N] "
+          "[--channels N]\n"
           "                           [--timeout S]\n");
 }
 
@@ -63,7 +67,7 @@ struct Options {
   int send;
   const char* address;
   int bulk;
-  double hz, duration, timeout;
+  double hz, duration, warmup, timeout;
   unsigned long size, total, channels;
 };
 
@@ -77,6 +81,7 @@ static int parse(int argc, char** argv, struct Options* o) {
   o->address = o->send ? NULL : "127.0.0.1:0";
   o->hz = 60;
   o->duration = 10;
+  o->warmup = 1;
   o->timeout = 120;
   o->size = 64;
   o->total = 4u << 20;
@@ -91,6 +96,9 @@ static int parse(int argc, char** argv, struct Options* o) {
     } else if (strcmp(k, "--workload") == 0) {
       if (strcmp(v, "game") != 0 && strcmp(v, "bulk") != 0) return -1;
       o->bulk = strcmp(v, "bulk") == 0;
+    } else if (strcmp(k, "--warmup") == 0) {
+      o->warmup = strtod(v, &end);
+      if (end == v || *end != '\0' || !(o->warmup >= 0)) return -1;
     } else if (strcmp(k, "--hz") == 0 || strcmp(k, "--duration") == 0 ||
                strcmp(k, "--timeout") == 0) {
       double d = strtod(v, &end);
@@ -132,7 +140,7 @@ static int run_recv(const struct Options* o) {
   printf("listening 127.0.0.1:%u\n", (unsigned)local.port);
   fflush(stdout);
 
-  size_t cap = 1 << 16, count = 0;
+  size_t cap = 1 << 16, count = 0, nlat = 0;
   uint32_t* lat = malloc(cap * sizeof *lat);
   uint32_t next[kMaxChannels] = {0};
   unsigned char ended[kMaxChannels] = {0};
@@ -178,11 +186,12 @@ static int run_recv(const struct Options* o) {
           }
           next[ch] = seq + 1;
           if (count == 0 || stamp < first_send) first_send = stamp;
-          if (count == cap) {
+          if (nlat == cap) {
             cap *= 2;
             lat = realloc(lat, cap * sizeof *lat);
           }
-          lat[count++] = (uint32_t)((now - stamp) / 1000);
+          ++count;
+          if (d[5] != kKindWarmup) lat[nlat++] = (uint32_t)((now - stamp) / 1000);
           bytes += ev.packet->dataLength;
           last_recv = now;
         }
@@ -199,7 +208,7 @@ static int run_recv(const struct Options* o) {
          ",\"timed_out\":%s,\"channels_done\":%d,\"latencies_us\":[",
          count, expected, in_order ? "true" : "false", bytes, first_send, last_recv, order_errors,
          timed_out ? "true" : "false", ends);
-  for (size_t i = 0; i < count; ++i) printf(i ? ",%u" : "%u", lat[i]);
+  for (size_t i = 0; i < nlat; ++i) printf(i ? ",%u" : "%u", lat[i]);
   printf("]}\n");
   fflush(stdout);
   free(lat);
@@ -275,11 +284,12 @@ static int run_send(const struct Options* o) {
     enet_host_flush(host);
   } else {
     uint64_t start = now_ns(), period = (uint64_t)(1e9 / o->hz);
-    unsigned long ticks = (unsigned long)(o->duration * o->hz);
+    unsigned long warm = (unsigned long)(o->warmup * o->hz);
+    unsigned long ticks = warm + (unsigned long)(o->duration * o->hz);
     for (unsigned long t = 0; t < ticks && !lost; ++t) {
       SERVICE_UNTIL(start + t * period);
       for (unsigned long ch = 0; ch < o->channels; ++ch) {
-        SEND(ch, kKindData);
+        SEND(ch, t < warm ? kKindWarmup : kKindData);
         ++seqs[ch];
       }
       enet_host_flush(host);

@@ -3,7 +3,7 @@
 //
 //	kcp-loss-peer recv --listen HOST:PORT [--mode normal|nodelay] [--timeout S]
 //	kcp-loss-peer send --connect HOST:PORT --workload game|bulk [--hz N] [--duration S]
-//	                   [--size B] [--bytes N] [--channels N] [--mode normal|nodelay]
+//	                   [--warmup S] [--size B] [--bytes N] [--channels N] [--mode normal|nodelay]
 //
 // The message format, the receiver's report and the ending handshake are the ones
 // perf/loss_peer.cpp and perf/reference/enet_loss_peer.c use (perf/README.md, "Latency under
@@ -29,6 +29,7 @@ const (
 	headerBytes = 16
 	kindData    = 0
 	kindEnd     = 1
+	kindWarmup  = 2 // delivered and checked, not timed
 )
 
 // CLOCK_MONOTONIC, the clock the C and C++ peers stamp with: sender and receiver run on one
@@ -134,7 +135,9 @@ func recv(listen, mode string, window int, timeout float64) {
 		rep.Received++
 		rep.Bytes += uint64(size)
 		rep.LastRecvNs = now
-		rep.LatenciesUs = append(rep.LatenciesUs, uint32((now-stamp)/1000))
+		if kind != kindWarmup {
+			rep.LatenciesUs = append(rep.LatenciesUs, uint32((now-stamp)/1000))
+		}
 	}
 	rep.Expected = expected
 	rep.ChannelsDone = len(ends)
@@ -143,14 +146,14 @@ func recv(listen, mode string, window int, timeout float64) {
 	}
 	// Tell the sender it may stop; it leaves after this byte or its own timeout.
 	_, _ = s.Write([]byte{0xd0})
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(time.Second)
 	out, _ := json.Marshal(rep)
 	fmt.Println(string(out))
 	s.Close()
 	ln.Close()
 }
 
-func send(connect, mode string, window int, workload string, hz float64, duration float64,
+func send(connect, mode string, window int, workload string, hz, duration, warmup float64,
 	size, total, channels int, timeout float64) {
 	s, err := kcp.DialWithOptions(connect, nil, 0, 0)
 	if err != nil {
@@ -175,12 +178,17 @@ func send(connect, mode string, window int, workload string, hz float64, duratio
 	switch workload {
 	case "game":
 		period := time.Duration(float64(time.Second) / hz)
-		ticks := int(duration * hz)
+		warm := int(warmup * hz)
+		ticks := warm + int(duration*hz)
 		start := time.Now()
 		for t := 0; t < ticks; t++ {
 			time.Sleep(time.Until(start.Add(time.Duration(t) * period)))
+			kind := byte(kindData)
+			if t < warm {
+				kind = kindWarmup
+			}
 			for ch := 0; ch < channels; ch++ {
-				put(ch, kindData)
+				put(ch, kind)
 				seqs[ch]++
 			}
 		}
@@ -217,7 +225,8 @@ func main() {
 	window := fs.Int("window", 128, "send and receive window, segments")
 	workload := fs.String("workload", "game", "game or bulk")
 	hz := fs.Float64("hz", 60, "game ticks per second")
-	duration := fs.Float64("duration", 10, "game seconds")
+	duration := fs.Float64("duration", 10, "game seconds measured")
+	warmup := fs.Float64("warmup", 1, "game seconds sent first and not timed")
 	size := fs.Int("size", 64, "message bytes, header included")
 	total := fs.Int("bytes", 4<<20, "bulk bytes")
 	channels := fs.Int("channels", 2, "channels")
@@ -237,7 +246,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, "kcp-loss-peer: send needs --connect")
 			os.Exit(2)
 		}
-		send(*connect, *mode, *window, *workload, *hz, *duration, *size, *total, *channels,
+		send(*connect, *mode, *window, *workload, *hz, *duration, *warmup, *size, *total, *channels,
 			*timeout)
 	}
 }
