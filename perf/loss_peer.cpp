@@ -157,7 +157,7 @@ int run_recv(const Options& o, const tern::HostOptions& ho) {
   std::array<std::uint32_t, kMaxChannels> next{};
   std::array<bool, kMaxChannels> ended{};
   int channels = -1, ends = 0;
-  bool in_order = true, timed_out = false;
+  bool in_order = true, timed_out = false, disconnected = false;
   std::uint64_t received = 0, expected = 0, bytes = 0, first_send = 0, last_recv = 0,
                 order_errors = 0;
   tern::PeerHandle peer;
@@ -172,7 +172,7 @@ int run_recv(const Options& o, const tern::HostOptions& ho) {
     if (ev.type == tern::EventType::connect) {
       peer = ev.peer;
     } else if (ev.type == tern::EventType::disconnect) {
-      timed_out = true;
+      timed_out = disconnected = true;
       break;
     } else if (ev.type == tern::EventType::receive) {
       const std::uint64_t now = now_ns();
@@ -207,13 +207,13 @@ int run_recv(const Options& o, const tern::HostOptions& ho) {
     }
   }
   if (received != expected) in_order = false;
-  std::printf("{\"stack\":\"tern\",\"extensions\":\"%s\",\"received\":%" PRIu64
-              ",\"expected\":%" PRIu64 ",\"in_order\":%s,\"bytes\":%" PRIu64
-              ",\"first_send_ns\":%" PRIu64 ",\"last_recv_ns\":%" PRIu64
-              ",\"order_errors\":%" PRIu64
-              ",\"timed_out\":%s,\"channels_done\":%d,\"latencies_us\":[",
-              o.extensions.c_str(), received, expected, in_order ? "true" : "false", bytes,
-              first_send, last_recv, order_errors, timed_out ? "true" : "false", ends);
+  std::printf(
+      "{\"stack\":\"tern\",\"extensions\":\"%s\",\"received\":%" PRIu64 ",\"expected\":%" PRIu64
+      ",\"in_order\":%s,\"bytes\":%" PRIu64 ",\"first_send_ns\":%" PRIu64
+      ",\"last_recv_ns\":%" PRIu64 ",\"order_errors\":%" PRIu64
+      ",\"timed_out\":%s,\"disconnected\":%s,\"channels_done\":%d,\"latencies_us\":[",
+      o.extensions.c_str(), received, expected, in_order ? "true" : "false", bytes, first_send,
+      last_recv, order_errors, timed_out ? "true" : "false", disconnected ? "true" : "false", ends);
   for (std::size_t i = 0; i < lat.size(); ++i) std::printf(i ? ",%u" : "%u", lat[i]);
   std::printf("]}\n");
   std::fflush(stdout);

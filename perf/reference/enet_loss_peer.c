@@ -144,7 +144,7 @@ static int run_recv(const struct Options* o) {
   uint32_t* lat = malloc(cap * sizeof *lat);
   uint32_t next[kMaxChannels] = {0};
   unsigned char ended[kMaxChannels] = {0};
-  int channels = -1, ends = 0, in_order = 1, timed_out = 0;
+  int channels = -1, ends = 0, in_order = 1, timed_out = 0, disconnected = 0;
   uint64_t expected = 0, bytes = 0, first_send = 0, last_recv = 0, order_errors = 0;
   ENetPeer* peer = NULL;
   uint64_t deadline = now_ns() + (uint64_t)(o->timeout * 1e9);
@@ -163,7 +163,8 @@ static int run_recv(const struct Options* o) {
     if (ev.type == ENET_EVENT_TYPE_CONNECT) {
       peer = ev.peer;
     } else if (ev.type == ENET_EVENT_TYPE_DISCONNECT) {
-      timed_out = 1;
+      /* libenet gave the connection up (its timeouts under heavy loss): the run ends here. */
+      timed_out = disconnected = 1;
       break;
     } else if (ev.type == ENET_EVENT_TYPE_RECEIVE) {
       uint64_t now = now_ns();
@@ -205,9 +206,9 @@ static int run_recv(const struct Options* o) {
   printf("{\"stack\":\"libenet\",\"received\":%zu,\"expected\":%" PRIu64
          ",\"in_order\":%s,\"bytes\":%" PRIu64 ",\"first_send_ns\":%" PRIu64
          ",\"last_recv_ns\":%" PRIu64 ",\"order_errors\":%" PRIu64
-         ",\"timed_out\":%s,\"channels_done\":%d,\"latencies_us\":[",
+         ",\"timed_out\":%s,\"disconnected\":%s,\"channels_done\":%d,\"latencies_us\":[",
          count, expected, in_order ? "true" : "false", bytes, first_send, last_recv, order_errors,
-         timed_out ? "true" : "false", ends);
+         timed_out ? "true" : "false", disconnected ? "true" : "false", ends);
   for (size_t i = 0; i < nlat; ++i) printf(i ? ",%u" : "%u", lat[i]);
   printf("]}\n");
   fflush(stdout);
