@@ -274,13 +274,18 @@ def from_loss_compare(doc, name):
     for i, c in enumerate(game):
         if loss_group(c) != main or not c.get("loss"):
             continue
-        series = [(s, [tuple(p) for p in stat(c, s, "cdf") or []]) for s in stacks]
+        # A log axis: the stacks' tails differ by orders of magnitude (KCP's normal mode
+        # queues seconds where the others take tens of milliseconds); it cannot show 0.
+        series = [(s, [(max(p[0], 0.001), p[1]) for p in stat(c, s, "cdf") or []])
+                  for s in stacks]
         series = [x for x in series if x[1]]
         if series:
-            charts.append(line_chart(
-                f"{name}-cdf-{i}", f"Delivery latency CDF: {c.get('id', '')}", "latency (ms)",
-                "fraction of messages delivered", series,
-                "Every timed message of every run, pooled."))
+            chart = line_chart(
+                f"{name}-cdf-{i}", f"Delivery latency CDF: {c.get('id', '')}",
+                "latency (ms, log scale)", "fraction of messages delivered", series,
+                "Every timed message of every run, pooled.")
+            chart["x_scale"] = "logarithmic"
+            charts.append(chart)
     for g, group in enumerate(groups):
         series = []
         for s in stacks:
@@ -289,9 +294,12 @@ def from_loss_compare(doc, name):
             if pts:
                 series.append((s, sorted(pts)))
         if series:
-            charts.append(line_chart(
+            chart = line_chart(
                 f"{name}-p99-{g}", f"p99 delivery latency against loss ({loss_group_name(group)})",
-                "loss each way (%)", "p99 latency (ms)", series, "Median of the runs' p99."))
+                "loss each way (%)", "p99 latency (ms, log scale)", series,
+                "Median of the runs' p99.")
+            chart["y_scale"] = "logarithmic"  # tens of ms to seconds
+            charts.append(chart)
     main_cases = [c for c in game if loss_group(c) == main]
     if main_cases:
         charts.append(bar_chart(
@@ -419,8 +427,9 @@ PAGE_JS = r"""
         y: {title: {display: true, text: c.y_label}, beginAtZero: true},
       };
       let config;
+      if (c.y_scale) axes.y.type = c.y_scale;
       if (c.kind === 'line') {
-        axes.x.type = 'linear';
+        axes.x.type = c.x_scale || 'linear';
         config = {type: 'line', data: {datasets: c.series.map((s, i) => ({
           label: s.name, data: s.points.map(p => ({x: p[0], y: p[1]})),
           borderColor: palette[i % palette.length], backgroundColor: palette[i % palette.length],
@@ -444,6 +453,7 @@ PAGE_JS = r"""
       id: id, kind: kind, type: chart.config.type,
       title: chart.options.plugins.title.text,
       x_title: chart.options.scales.x.title.text, y_title: chart.options.scales.y.title.text,
+      x_type: chart.scales.x.type, y_type: chart.scales.y.type,
       labels: chart.data.labels || null,
       datasets: chart.data.datasets.map((d, i) => ({
         label: d.label,

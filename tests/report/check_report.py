@@ -384,6 +384,15 @@ def main():
             colours[cid] = min(len([v for v in series.values() if v]), len(PALETTE))
             if check(cid in by_id, f"{name}: chart {cid} missing (have {sorted(by_id)})"):
                 compare_chart(by_id[cid], kind, cats, series, f"{name} {cid}")
+                # Latency CDFs span orders of magnitude: drawn on a log axis.
+                want_x = "logarithmic" if "-cdf-" in cid else ("linear" if kind == "line"
+                                                               else "category")
+                check(by_id[cid].get("x_type") == want_x,
+                      f"{cid}: x axis {by_id[cid].get('x_type')} != {want_x}")
+                # So do the stacks' p99s against loss (tens of ms to seconds).
+                want_y = "logarithmic" if "-p99-" in cid and name == "loss_compare" else "linear"
+                check(by_id[cid].get("y_type") == want_y,
+                      f"{cid}: y axis {by_id[cid].get('y_type')} != {want_y}")
     check(set(by_id) == want_ids, f"unexpected charts {sorted(set(by_id) - want_ids)}")
     print(f"{len(charts)} charts read back and compared", flush=True)
 
