@@ -6,7 +6,9 @@
 //
 // --extensions: "none" (plain ENet behaviour), "all", or a comma list of sacks (selective
 // acks), fastrx (fast retransmit), cwnd (congestion window), nothrottle (ENet's throttle does
-// not scale the reliable window). Both sides take the same list; only sacks shows on the wire.
+// not scale the reliable window), nodelay (KCP's: x1.5 backoff, resend after two later acks,
+// no throttle on the reliable window). Both sides take the same list; only sacks and nodelay
+// show on the wire (in the hello).
 //
 // Messages (warm-up ones too), the receiver's JSON report and the ending are those of
 // perf/reference/enet_loss_peer.c, whose header describes them, so that the three stacks are
@@ -41,7 +43,7 @@ constexpr const char* kUsage =
     "       tern-loss-peer send --connect HOST:PORT --workload game|bulk [--hz N]\n"
     "                           [--duration S] [--warmup S] [--size B] [--bytes N] [--channels N]\n"
     "                           [--extensions LIST] [--timeout S]\n"
-    "  LIST: none, all, or a comma list of sacks, fastrx, cwnd, nothrottle\n";
+    "  LIST: none, all, or a comma list of sacks, fastrx, cwnd, nothrottle, nodelay\n";
 
 // CLOCK_MONOTONIC as the other peers stamp: one machine, so now minus the stamp is one-way.
 std::uint64_t now_ns() {
@@ -71,11 +73,12 @@ struct Options {
 };
 
 bool parse_extensions(const std::string& list, tern::HostOptions& h) {
-  h.selective_acks = h.fast_retransmit = h.congestion_window = false;
+  h.selective_acks = h.fast_retransmit = h.congestion_window = h.nodelay = false;
+  h.delivery_modes = false;  // not used here: no hello unless an extension asks for one
   h.throttle_reliable_window = true;
   if (list == "none") return true;
   if (list == "all") {
-    h.selective_acks = h.fast_retransmit = h.congestion_window = true;
+    h.selective_acks = h.fast_retransmit = h.congestion_window = h.nodelay = true;
     return true;
   }
   std::string_view rest = list;
@@ -91,6 +94,8 @@ bool parse_extensions(const std::string& list, tern::HostOptions& h) {
       h.congestion_window = true;
     } else if (item == "nothrottle") {
       h.throttle_reliable_window = false;
+    } else if (item == "nodelay") {
+      h.nodelay = true;
     } else {
       return false;
     }
