@@ -4,10 +4,10 @@
     perf/report.py IN.json [IN.json ...] -o report.html [--title TEXT] [--chartjs FILE]
 
 Each input becomes one section of the page; report.py recognises the JSON that
-perf/compare (compare.json), perf/dpdk_bench.py (dpdk_bench.json) and perf/load_ramp.py
-(load_ramp.json) write, and a generic shape any other benchmark can write (perf/README.md,
+perf/compare (compare.json), perf/dpdk_bench.py (dpdk_bench.json), perf/load_ramp.py
+(load_ramp.json) and perf/loss_compare (loss_compare.json) write, and a generic shape any other benchmark can write (perf/README.md,
 "Reports"). Charts: throughput against offered load, latency percentiles, ratios against
-libenet, and a table of the key figures. Where a benchmark ran several times, points are
+libenet, latency CDFs and p99 against loss per protocol, and a table of the key figures. Where a benchmark ran several times, points are
 medians over the runs, as in the benchmarks' own tables.
 
 Chart.js (Debian's libjs-chart.js, /usr/share/javascript/chart.js/chart.min.js, installed by
@@ -241,6 +241,106 @@ def from_load_ramp(doc, name):
                       "rows": rows}}
 
 
+# ---- perf/loss_compare -----------------------------------------------------------------------
+
+def loss_group(c):
+    return (c.get("hz"), c.get("rtt_ms"), c.get("jitter_ms"), c.get("loss_model"))
+
+
+def loss_group_name(g):
+    hz, rtt, jitter, model = g
+    return f"game{hz}, RTT {rtt} ms, jitter {jitter} ms, {model} loss"
+
+
+def from_loss_compare(doc, name):
+    stacks = [s for s in doc.get("stacks", []) if isinstance(s, str)]
+    cases = [c for c in doc.get("cases", []) if isinstance(c, dict)]
+    game = [c for c in cases if c.get("workload") == "game"]
+    bulk = [c for c in cases if c.get("workload") == "bulk"]
+    groups = []
+    for c in game:
+        if loss_group(c) not in groups:
+            groups.append(loss_group(c))
+    # The page leads with the group issue 30's goals are stated for, when the run has it.
+    main = (60, 50, 0, "random") if (60, 50, 0, "random") in groups else (groups or [None])[0]
+
+    def stat(c, stack, key):
+        return ((c.get("summary") or {}).get(stack) or {}).get(key)
+
+    def pct(c):
+        return f"{c.get('loss', 0) * 100:g}%"
+
+    charts = []
+    for i, c in enumerate(game):
+        if loss_group(c) != main or not c.get("loss"):
+            continue
+        # A log axis: the stacks' tails differ by orders of magnitude (KCP's normal mode
+        # queues seconds where the others take tens of milliseconds); it cannot show 0.
+        series = [(s, [(max(p[0], 0.001), p[1]) for p in stat(c, s, "cdf") or []])
+                  for s in stacks]
+        series = [x for x in series if x[1]]
+        if series:
+            chart = line_chart(
+                f"{name}-cdf-{i}", f"Delivery latency CDF: {c.get('id', '')}",
+                "latency (ms, log scale)", "fraction of messages delivered", series,
+                "Every timed message of every run, pooled.")
+            chart["x_scale"] = "logarithmic"
+            charts.append(chart)
+    for g, group in enumerate(groups):
+        series = []
+        for s in stacks:
+            pts = [(c.get("loss", 0) * 100, stat(c, s, "p99_ms")) for c in game
+                   if loss_group(c) == group and stat(c, s, "p99_ms") is not None]
+            if pts:
+                series.append((s, sorted(pts)))
+        if series:
+            chart = line_chart(
+                f"{name}-p99-{g}", f"p99 delivery latency against loss ({loss_group_name(group)})",
+                "loss each way (%)", "p99 latency (ms, log scale)", series,
+                "Median of the runs' p99.")
+            chart["y_scale"] = "logarithmic"  # tens of ms to seconds
+            charts.append(chart)
+    main_cases = [c for c in game if loss_group(c) == main]
+    if main_cases:
+        charts.append(bar_chart(
+            f"{name}-overhead", f"Bytes on the wire per delivered byte ({loss_group_name(main)})",
+            "wire bytes / payload byte", [pct(c) for c in main_cases],
+            [(s, [stat(c, s, "wire_per_delivered") for c in main_cases]) for s in stacks],
+            "Both directions, UDP payload plus 28 B of IPv4/UDP header per datagram; median "
+            "of the runs.", x_label="loss each way"))
+    if bulk:
+        cats = [f"{pct(c)}, RTT {c.get('rtt_ms')} ms" for c in bulk]
+        charts.append(bar_chart(
+            f"{name}-bulk", f"Bulk goodput ({(bulk[0].get('bytes') or 0) >> 10} KiB reliable)",
+            "goodput (Mbit/s)", cats,
+            [(s, [stat(c, s, "goodput_mbit") for c in bulk]) for s in stacks],
+            "Payload over the time from the first send to the last arrival; median of the "
+            "runs.", x_label="loss each way, round trip"))
+    columns = ["case", "stack", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "goodput Mbit/s",
+               "wire / delivered B", "runs ok"]
+    rows = []
+    for c in cases:
+        for s in stacks:
+            rows.append([c.get("id", ""), s, stat(c, s, "p50_ms"), stat(c, s, "p99_ms"),
+                         stat(c, s, "p999_ms"), stat(c, s, "max_ms"), stat(c, s, "goodput_mbit"),
+                         stat(c, s, "wire_per_delivered"),
+                         f"{stat(c, s, 'runs_ok')}/{stat(c, s, 'runs')}"])
+    cfg = doc.get("config") or {}
+    goals = []
+    for g in doc.get("goals") or []:
+        if isinstance(g, dict):
+            v = g.get("value")
+            verdict = {True: "met", False: "missed"}.get(g.get("met"), "no figure")
+            goals.append(f"{g.get('goal')}: {'-' if v is None else f'{v:.3f}'} "
+                         f"(target {g.get('target')}, {verdict})")
+    notes = (f"perf/loss_compare, {doc.get('date_utc', '?')}, git {doc.get('git_rev', '?')}: "
+             f"{cfg.get('mode', '?')} grid, medians of {cfg.get('runs', '?')} run(s), "
+             f"{cfg.get('game_seconds', '?')} s of game stream after {cfg.get('warmup_s', '?')} s "
+             "of warm-up." + (" Goals: " + "; ".join(goals) + "." if goals else ""))
+    return {"title": "Latency under loss: Tern, libenet and KCP (perf/loss_compare)",
+            "notes": notes, "charts": charts, "table": {"columns": columns, "rows": rows}}
+
+
 # ---- the generic shape -----------------------------------------------------------------------
 
 def from_generic(doc, name):
@@ -291,6 +391,8 @@ def recognise(doc):
         return from_generic
     if doc.get("benchmark") == "compare" and "summary" in doc:
         return from_compare
+    if doc.get("benchmark") == "loss_compare" and isinstance(doc.get("cases"), list):
+        return from_loss_compare
     if isinstance(doc.get("relay"), list) and "ping" in doc and "best" in doc:
         return from_dpdk_bench
     if isinstance(doc.get("steps"), list) and isinstance(doc.get("runs"), dict):
@@ -325,8 +427,9 @@ PAGE_JS = r"""
         y: {title: {display: true, text: c.y_label}, beginAtZero: true},
       };
       let config;
+      if (c.y_scale) axes.y.type = c.y_scale;
       if (c.kind === 'line') {
-        axes.x.type = 'linear';
+        axes.x.type = c.x_scale || 'linear';
         config = {type: 'line', data: {datasets: c.series.map((s, i) => ({
           label: s.name, data: s.points.map(p => ({x: p[0], y: p[1]})),
           borderColor: palette[i % palette.length], backgroundColor: palette[i % palette.length],
@@ -350,6 +453,7 @@ PAGE_JS = r"""
       id: id, kind: kind, type: chart.config.type,
       title: chart.options.plugins.title.text,
       x_title: chart.options.scales.x.title.text, y_title: chart.options.scales.y.title.text,
+      x_type: chart.scales.x.type, y_type: chart.scales.y.type,
       labels: chart.data.labels || null,
       datasets: chart.data.datasets.map((d, i) => ({
         label: d.label,
@@ -459,7 +563,7 @@ def main(argv=None):
         convert = recognise(doc)
         if convert is None:
             print(f"report.py: {path}: not a shape report.py knows (perf/compare, "
-                  f"perf/dpdk_bench.py, perf/load_ramp.py, or a generic {{\"report\": ...}}; "
+                  f"perf/dpdk_bench.py, perf/load_ramp.py, perf/loss_compare, or a generic {{\"report\": ...}}; "
                   f"perf/README.md)", file=sys.stderr)
             return 1
         try:

@@ -19,7 +19,7 @@ packages=(
   tshark                                      # tests/wireshark: the dissector under tshark
   libjs-chart.js                              # perf/report.py inlines its Chart.js
   chromium                                    # tests/report: the report rendered headless
-  golang-go golang-github-xtaci-kcp-dev       # KCP personality: the kcp-go reference peer (tests/interop)
+  golang-go golang-github-xtaci-kcp-dev       # kcp-go: interop peer (tests/interop), perf/reference/kcp-loss-peer
 )
 
 missing=()

@@ -3,8 +3,8 @@
 
   check_report.py --report perf/report.py [--screenshot FILE] [--json IN.json ...]
 
-Writes benchmark JSON in the shapes perf/compare, perf/dpdk_bench.py and perf/load_ramp.py
-write, and the generic shape, filled with seeded random numbers (several runs, missing
+Writes benchmark JSON in the shapes perf/compare, perf/dpdk_bench.py, perf/load_ramp.py and
+perf/loss_compare write, and the generic shape, filled with seeded random numbers (several runs, missing
 values, failed runs), renders one page from all of them, loads it with `chromium --headless
 --dump-dom`, and compares what every chart holds (the page reads it back from its Chart.js
 objects) with figures this script computes from the JSON on its own. Then takes a screenshot
@@ -168,6 +168,45 @@ def make_ramp(rng):
                  "p99": ("bar", [f"{p:g}%" for p in steps], p99)}
 
 
+def make_loss(rng):
+    stacks = ["libenet", "tern-all", "kcp-nodelay"]
+
+    def game(loss, rtt):
+        return {"workload": "game", "hz": 60, "rtt_ms": rtt, "jitter_ms": 0,
+                "loss_model": "random", "loss": loss, "id": f"game60 {loss} {rtt}"}
+
+    cases = [game(0.0, 50), game(0.05, 50), game(0.20, 50), game(0.05, 20),
+             {"workload": "bulk", "bytes": 4 << 20, "rtt_ms": 50, "jitter_ms": 0,
+              "loss_model": "random", "loss": 0.01, "id": "bulk"}]
+    for c in cases:
+        c["summary"] = {}
+        for s in stacks:
+            failed = c["rtt_ms"] == 20 and s == "kcp-nodelay"  # no run delivered: no points
+            lat = sorted(rng.uniform(1, 500) for _ in range(rng.randint(3, 12)))
+            c["summary"][s] = {
+                "p50_ms": None if failed else lat[0], "p99_ms": None if failed else lat[-1],
+                "p999_ms": None, "max_ms": None, "runs": 3, "runs_ok": 0 if failed else 3,
+                "wire_per_delivered": None if failed else rng.uniform(1, 4),
+                "goodput_mbit": rng.uniform(1, 20) if c["workload"] == "bulk" else None,
+                "cdf": [] if failed else [[v, (k + 1) / len(lat)] for k, v in enumerate(lat)]}
+    doc = {"benchmark": "loss_compare", "date_utc": "2026-11-27 00:00", "git_rev": "test",
+           "config": {"runs": 3, "mode": "default"}, "stacks": stacks, "cases": cases,
+           "goals": [{"goal": "x", "value": 0.2, "target": 1 / 3, "met": True}]}
+    expect = {}
+    for i in (1, 2):  # the 50 ms group's lossy cases, by index among the game cases
+        expect[f"cdf-{i}"] = ("line", None, {s: cases[i]["summary"][s]["cdf"] for s in stacks})
+    for g, rtt in ((0, 50), (1, 20)):
+        expect[f"p99-{g}"] = ("line", None, {
+            s: sorted([c["loss"] * 100, c["summary"][s]["p99_ms"]] for c in cases[:4]
+                      if c["rtt_ms"] == rtt and c["summary"][s]["p99_ms"] is not None)
+            for s in stacks})
+    expect["overhead"] = ("bar", ["0%", "5%", "20%"], {
+        s: [c["summary"][s]["wire_per_delivered"] for c in cases[:3]] for s in stacks})
+    expect["bulk"] = ("bar", ["1%, RTT 50 ms"], {
+        s: [cases[4]["summary"][s]["goodput_mbit"]] for s in stacks})
+    return doc, expect
+
+
 def make_generic(rng):
     pts = [[loss, rng.uniform(0, 100)] for loss in (0, 1, 2, 5, 10)]
     doc = {"report": {"title": "Loss comparison", "notes": "synthetic",
@@ -319,7 +358,8 @@ def main():
     print(f"seed {seed}", flush=True)
     tmp = tempfile.mkdtemp(prefix="tern-report-")
     inputs = [("compare", make_compare(rng)), ("dpdk_bench", make_dpdk(rng)),
-              ("load_ramp", make_ramp(rng)), ("generic", make_generic(rng))]
+              ("load_ramp", make_ramp(rng)), ("generic", make_generic(rng)),
+              ("loss_compare", make_loss(rng))]
     paths = []
     for name, (doc, _) in inputs:
         paths.append(os.path.join(tmp, name + ".json"))
@@ -344,6 +384,15 @@ def main():
             colours[cid] = min(len([v for v in series.values() if v]), len(PALETTE))
             if check(cid in by_id, f"{name}: chart {cid} missing (have {sorted(by_id)})"):
                 compare_chart(by_id[cid], kind, cats, series, f"{name} {cid}")
+                # Latency CDFs span orders of magnitude: drawn on a log axis.
+                want_x = "logarithmic" if "-cdf-" in cid else ("linear" if kind == "line"
+                                                               else "category")
+                check(by_id[cid].get("x_type") == want_x,
+                      f"{cid}: x axis {by_id[cid].get('x_type')} != {want_x}")
+                # So do the stacks' p99s against loss (tens of ms to seconds).
+                want_y = "logarithmic" if "-p99-" in cid and name == "loss_compare" else "linear"
+                check(by_id[cid].get("y_type") == want_y,
+                      f"{cid}: y axis {by_id[cid].get('y_type')} != {want_y}")
     check(set(by_id) == want_ids, f"unexpected charts {sorted(set(by_id) - want_ids)}")
     print(f"{len(charts)} charts read back and compared", flush=True)
 
