@@ -193,6 +193,7 @@ inline bool HostCore::Impl::build_datagram(Peer& p, OutDatagram& dg, bool& more)
     write_commands(p, b);
   }
   if (b.commands == 0) return false;
+  extension_extras(p, b);
   // The hello goes last: a plain ENet peer stops reading at it, after the handshake command.
   if (((p.state == PeerState::connecting && p.hello_offered) ||
        (p.state == PeerState::acknowledging_connect && p.hello_agreed)) &&

@@ -206,7 +206,11 @@ struct PeerQueues {
   // HostConfig::nodelay: acks of commands sent once, in the datagram being read.
   std::uint16_t fresh_acks = 0;
   std::uint32_t wide_channels = 0;  // channels holding a WideUnacked
-  std::size_t queued_bytes = 0;     // payload of the commands held here (HostConfig::max_queued)
+  // HostConfig::redundancy: the last ack ranges written, each with the datagrams it is still
+  // to ride in (one more while the datagram that first carried it is being built).
+  std::array<PendingAck, 2> repeat_acks{};
+  std::array<std::uint8_t, 2> repeat_left{};
+  std::size_t queued_bytes = 0;  // payload of the commands held here (HostConfig::max_queued)
 };
 
 // ENet's unsequenced receive window, allocated on the first unsequenced message received.
@@ -300,6 +304,10 @@ struct Peer {
   std::uint8_t packet_throttle = kDefaultPacketThrottle;  // 0..kPacketThrottleScale
   std::uint8_t packet_throttle_limit = kPacketThrottleScale;
   std::uint8_t packet_throttle_counter = 0;
+  // HostConfig::redundancy: the loss this connection measures (scaled by 65536, a moving
+  // average of per-command samples) and the bytes of extra copies it may still send.
+  std::uint16_t redundancy_loss = 0;
+  std::uint16_t redundancy_credit = 0;
   PeerState state = PeerState::disconnected;
   bool app_knows : 1 = false;  // a connect event was emitted or the app called connect()
   bool dirty : 1 = false;
@@ -318,6 +326,8 @@ struct Peer {
   bool nodelay_agreed : 1 = false;
   // Delivery modes agreed in the hello: reliable_unordered/_sequenced flags go both ways.
   bool delivery_modes : 1 = false;
+  // Redundancy agreed in the hello: copies and repeated ack ranges go to this peer.
+  bool redundancy : 1 = false;
   // We accepted this connection's CONNECT (we are its server side).
   bool accepted : 1 = false;
   // HostCore::hold_intake: new reliable commands are kept unacknowledged and undelivered.
