@@ -486,6 +486,7 @@ struct HostCore::Impl {
   void redundancy_on_agreed(Peer& p, std::uint32_t agreed);
   void redundancy_sample(Peer& p, bool lost);
   std::uint32_t redundancy_k(const Peer& p) const;
+  static std::uint32_t redundancy_loss(const Peer& p);
   void redundancy_on_reliable_arrival(Peer& p, std::uint16_t gap);
   void redundancy_on_base_acked(Peer& p, const OutCmd& c, std::uint16_t echoed);
   void redundancy_on_range_written(Peer& p, const PendingAck& a);

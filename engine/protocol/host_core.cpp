@@ -387,7 +387,7 @@ bool HostCore::peer_stats(PeerHandle peer, PeerStats& out) const {
   out.delivery_modes = p->delivery_modes;
   out.redundancy = p->redundancy;
   out.redundancy_k = impl_->redundancy_k(*p);
-  out.redundancy_loss = p->redundancy_loss;
+  out.redundancy_loss = Impl::redundancy_loss(*p);
   if (const PeerQueues* q = p->queues) {
     out.reliable_in_transit = q->reliable_data_in_transit;
     out.queued_outgoing =

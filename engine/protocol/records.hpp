@@ -251,6 +251,11 @@ struct PeerExtra {
   double intake_bytes = 0;
   std::uint64_t intake_filled_ms = 0;
   std::array<std::uint32_t, kStatCount> stat_high{};
+  // HostConfig::redundancy, taken when it is agreed (Peer has no room left): the loss this
+  // connection measures (scaled by 65536, a moving average of per-command samples) and the
+  // bytes of copies and repeats it may still send.
+  std::uint16_t redundancy_loss = 0;
+  std::uint16_t redundancy_credit = 0;
 };
 
 // The hot per-connection record: what every connected peer needs, idle or not. Everything else
@@ -304,10 +309,6 @@ struct Peer {
   std::uint8_t packet_throttle = kDefaultPacketThrottle;  // 0..kPacketThrottleScale
   std::uint8_t packet_throttle_limit = kPacketThrottleScale;
   std::uint8_t packet_throttle_counter = 0;
-  // HostConfig::redundancy: the loss this connection measures (scaled by 65536, a moving
-  // average of per-command samples) and the bytes of extra copies it may still send.
-  std::uint16_t redundancy_loss = 0;
-  std::uint16_t redundancy_credit = 0;
   PeerState state = PeerState::disconnected;
   bool app_knows : 1 = false;  // a connect event was emitted or the app called connect()
   bool dirty : 1 = false;

@@ -22,25 +22,32 @@ inline std::uint32_t HostCore::Impl::redundancy_agreed(const Peer& p) const {
 // Both sides must want it: the copies cost the receiver's bandwidth as well as ours.
 inline void HostCore::Impl::redundancy_on_agreed(Peer& p, std::uint32_t agreed) {
   p.redundancy = config.redundancy && (agreed & kFeatureRedundancy) != 0;
+  if (p.redundancy) extra(p);  // its state lives there
 }
 
 // One sample of the loss estimate: did a command's first copy arrive? A moving average with
 // a gain of 1/32, so one loss among 32 clean samples reads about 3%.
 inline void HostCore::Impl::redundancy_sample(Peer& p, bool lost) {
   if (!p.redundancy) return;
-  const std::uint32_t l = p.redundancy_loss;
-  p.redundancy_loss = static_cast<std::uint16_t>(lost ? l + (0xFFFFu - l) / 32 : l - l / 32);
+  PeerExtra& e = *p.extra;  // taken when agreed
+  const std::uint32_t l = e.redundancy_loss;
+  e.redundancy_loss = static_cast<std::uint16_t>(lost ? l + (0xFFFFu - l) / 32 : l - l / 32);
+}
+
+inline std::uint32_t HostCore::Impl::redundancy_loss(const Peer& p) {
+  return p.redundancy && p.extra != nullptr ? p.extra->redundancy_loss : 0;
 }
 
 // Copies per command: the fewest for which a command is lost (all of its copies lost, each
 // with the measured probability) less than once in a thousand. Below 1% measured loss, none:
 // a clean path pays nothing.
 inline std::uint32_t HostCore::Impl::redundancy_k(const Peer& p) const {
-  if (!p.redundancy || p.redundancy_loss < kPacketLossScale / 100) return 0;
+  const std::uint32_t loss = redundancy_loss(p);
+  if (loss < kPacketLossScale / 100) return 0;
   std::uint32_t k = 0;
-  std::uint32_t residual = p.redundancy_loss;
+  std::uint32_t residual = loss;
   while (residual > kPacketLossScale / 1000 && k < config.redundancy_max_k) {
-    residual = static_cast<std::uint32_t>((std::uint64_t{residual} * p.redundancy_loss) >> 16);
+    residual = static_cast<std::uint32_t>((std::uint64_t{residual} * loss) >> 16);
     ++k;
   }
   return k;
@@ -108,13 +115,13 @@ inline bool HostCore::Impl::redundancy_holds_queues(const PeerQueues& q) {
 inline void HostCore::Impl::redundancy_extras(Peer& p, Build& b) {
   if (!p.redundancy || p.queues == nullptr || !p.connected_like()) return;
   PeerQueues& q = *p.queues;
+  std::uint16_t& credit_left = extra(p).redundancy_credit;  // extra: taken when agreed
   // Nine tenths of the budget: the rest is kept for what the copies cost the other side
   // beyond the acks charged to them (a datagram of acks for a copy that arrived alone).
   const std::uint32_t own = static_cast<std::uint32_t>(b.pos - kMaxHeaderSize + 4);
   const std::uint32_t credit =
-      p.redundancy_credit +
-      own * std::min<std::uint32_t>(config.redundancy_budget_percent, 100) * 9 / 1000;
-  p.redundancy_credit = static_cast<std::uint16_t>(std::min<std::uint32_t>(credit, p.mtu));
+      credit_left + own * std::min<std::uint32_t>(config.redundancy_budget_percent, 100) * 9 / 1000;
+  credit_left = static_cast<std::uint16_t>(std::min<std::uint32_t>(credit, p.mtu));
   const std::uint32_t k = redundancy_k(p);
   for (std::size_t i = 0; i < q.repeat_acks.size(); ++i) {
     if (q.repeat_left[i] == 0) continue;
@@ -126,7 +133,7 @@ inline void HostCore::Impl::redundancy_extras(Peer& p, Build& b) {
       --q.repeat_left[i];
       continue;
     }
-    if (room(b) < kAckRangeSize || p.redundancy_credit < kAckRangeSize) break;
+    if (room(b) < kAckRangeSize || credit_left < kAckRangeSize) break;
     const PendingAck& a = q.repeat_acks[i];
     Command cmd;
     // The unsequenced flag marks a repeat: its sent time is old, so the sender takes no RTT
@@ -137,7 +144,7 @@ inline void HostCore::Impl::redundancy_extras(Peer& p, Build& b) {
     cmd.ack_range.received_sent_time = a.sent_time;
     cmd.ack_range.bits = a.bits;
     put_command(b, cmd, {});
-    p.redundancy_credit = static_cast<std::uint16_t>(p.redundancy_credit - kAckRangeSize);
+    credit_left = static_cast<std::uint16_t>(credit_left - kAckRangeSize);
     --q.repeat_left[i];
     ++counters.acks_repeated;
   }
@@ -153,11 +160,11 @@ inline void HostCore::Impl::redundancy_extras(Peer& p, Build& b) {
     const std::size_t size = c->wire_size();
     // A copy is paid with the ack it may draw from the receiver as well: a copy that arrives
     // alone, or behind another range, costs the receiver a range of its own.
-    if (size + kAckRangeSize > p.redundancy_credit) break;
+    if (size + kAckRangeSize > credit_left) break;
     if (room(b) < size) break;
     put_queued(b, *c);
     b.sent_time = true;  // the receiver acknowledges the copy with this datagram's sent time
-    p.redundancy_credit = static_cast<std::uint16_t>(p.redundancy_credit - size - kAckRangeSize);
+    credit_left = static_cast<std::uint16_t>(credit_left - size - kAckRangeSize);
     ++copies;
     ++counters.redundant_sent;
   }
