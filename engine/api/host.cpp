@@ -343,6 +343,7 @@ HostStats Host::stats() const {
   s.fast_retransmits = c.fast_retransmits;
   s.nodelay_resends = c.nodelay_resends;
   s.redundant_sent = c.redundant_sent;
+  s.redundant_unreliable_sent = c.redundant_unreliable_sent;
   s.acks_repeated = c.acks_repeated;
   s.repeated_acks_useful = c.repeated_acks_useful;
   s.duplicates_received = c.drops.by_reason[static_cast<std::size_t>(proto::Drop::duplicate)];

@@ -453,6 +453,7 @@ struct HostCore::Impl {
                          std::uint16_t sent_time);
   void on_reliable_arrival(Peer& p, std::uint16_t gap);
   bool extension_holds_queues(const PeerQueues& q) const;
+  bool keep_unreliable_copy(Peer& p, PeerQueues& q, OutCmd* c);
 
   // ---- selective_acks.cpp: extension: ACK_RANGE for up to 33 reliable commands -------------
   std::uint32_t selective_acks_offered() const;
@@ -492,6 +493,9 @@ struct HostCore::Impl {
   void redundancy_on_range_written(Peer& p, const PendingAck& a);
   void redundancy_extras(Peer& p, Build& b);
   static bool redundancy_holds_queues(const PeerQueues& q);
+  bool redundancy_keep_unreliable(Peer& p, PeerQueues& q, OutCmd* c);
+  void redundancy_unreliable_copies(PeerQueues& q, Build& b, std::uint32_t k,
+                                    std::uint16_t& credit_left);
   static bool redundancy_fold_behind(const Peer& p, AckChunk& chunk, const Command& cmd,
                                      std::uint16_t sent_time);
 

@@ -140,7 +140,7 @@ inline HostCore::Impl::Wrote HostCore::Impl::write_unreliable_one(Peer& p, Build
   if (room(b) < c->wire_size()) return Wrote::full;
   q.outgoing_unreliable.remove(c);
   put_queued(b, *c);
-  put_out(q, c);
+  if (!keep_unreliable_copy(p, q, c)) put_out(q, c);
   return Wrote::sent;
 }
 

@@ -84,6 +84,12 @@ inline void HostCore::Impl::on_range_written(Peer& p, const PendingAck& a) {
   redundancy_on_range_written(p, a);
 }
 
+// An unreliable command was written: true if an extension keeps it (to send again) instead
+// of it being freed now.
+inline bool HostCore::Impl::keep_unreliable_copy(Peer& p, PeerQueues& q, OutCmd* c) {
+  return redundancy_keep_unreliable(p, q, c);
+}
+
 // ---- side blocks (peer_blocks.cpp) --------------------------------------------------------
 
 // An otherwise idle queues block an extension still needs (its state lives there).

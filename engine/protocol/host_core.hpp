@@ -174,6 +174,7 @@ struct HostCounters {
   // Redundancy: copies of unacknowledged reliable commands carried in later datagrams, ack
   // ranges written again, and the repeats that acknowledged something not yet acknowledged.
   std::uint64_t redundant_sent = 0;
+  std::uint64_t redundant_unreliable_sent = 0;  // of which unreliable or unsequenced
   std::uint64_t acks_repeated = 0;
   std::uint64_t repeated_acks_useful = 0;
   std::uint64_t pings_out = 0;        // keep-alive pings queued after a silence

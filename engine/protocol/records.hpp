@@ -210,6 +210,9 @@ struct PeerQueues {
   // to ride in (one more while the datagram that first carried it is being built).
   std::array<PendingAck, 2> repeat_acks{};
   std::array<std::uint8_t, 2> repeat_left{};
+  // HostConfig::redundancy: unreliable and unsequenced messages already sent, kept to go
+  // again in later datagrams (send_attempts: the copies still to send), oldest first.
+  IntrusiveList<OutCmd> unreliable_copies;
   std::size_t queued_bytes = 0;  // payload of the commands held here (HostConfig::max_queued)
 };
 

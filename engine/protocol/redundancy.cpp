@@ -109,7 +109,56 @@ inline void HostCore::Impl::redundancy_on_range_written(Peer& p, const PendingAc
 // acks, and with it the ranges still to repeat: it keeps the block until they have ridden
 // (in the datagrams of its next acks, or its next ping).
 inline bool HostCore::Impl::redundancy_holds_queues(const PeerQueues& q) {
-  return (q.repeat_left[0] | q.repeat_left[1]) != 0;
+  return (q.repeat_left[0] | q.repeat_left[1]) != 0 || !q.unreliable_copies.empty();
+}
+
+// Unreliable messages keep at most this many for copies: the newest matter, an older copy
+// would mostly arrive behind a newer message and be dropped as late.
+inline constexpr std::size_t kUnreliableCopiesKept = 8;
+
+// An unreliable or unsequenced message (whole, not a fragment) just written is kept for K
+// later datagrams. The receiver drops the extra copies by ENet's rules: an unreliable copy
+// is not newer than what its channel delivered (or is already held, or sequenced behind a
+// reliable message delivered since), an unsequenced one is already in the window.
+inline bool HostCore::Impl::redundancy_keep_unreliable(Peer& p, PeerQueues& q, OutCmd* c) {
+  if (!p.redundancy || !p.connected_like() || !c->has_payload()) return false;
+  const Cmd type = c->type();
+  if (type != Cmd::send_unreliable && type != Cmd::send_unsequenced) return false;
+  const std::uint32_t k = redundancy_k(p);
+  if (k == 0) return false;
+  c->send_attempts = static_cast<std::uint16_t>(k);
+  c->sent_time_ms = now_ms;
+  q.unreliable_copies.push_back(c);
+  if (q.unreliable_copies.size() > kUnreliableCopiesKept) {
+    put_out(q, q.unreliable_copies.pop_front());
+  }
+  return true;
+}
+
+// The kept unreliable messages, newest first, each once per datagram until its copies are
+// spent; all let go once the path is clean.
+inline void HostCore::Impl::redundancy_unreliable_copies(PeerQueues& q, Build& b, std::uint32_t k,
+                                                         std::uint16_t& credit_left) {
+  OutCmd* c = q.unreliable_copies.back();
+  while (c != nullptr) {
+    OutCmd* older = q.unreliable_copies.prev(c);
+    if (k == 0) {
+      q.unreliable_copies.remove(c);
+      put_out(q, c);
+    } else if (c->sent_time_ms != now_ms) {
+      const std::size_t size = c->wire_size();
+      if (size > credit_left || room(b) < size) break;
+      put_queued(b, *c);
+      credit_left = static_cast<std::uint16_t>(credit_left - size);
+      ++counters.redundant_sent;
+      ++counters.redundant_unreliable_sent;
+      if (--c->send_attempts == 0) {
+        q.unreliable_copies.remove(c);
+        put_out(q, c);
+      }
+    }
+    c = older;
+  }
 }
 
 inline void HostCore::Impl::redundancy_extras(Peer& p, Build& b) {
@@ -148,6 +197,7 @@ inline void HostCore::Impl::redundancy_extras(Peer& p, Build& b) {
     --q.repeat_left[i];
     ++counters.acks_repeated;
   }
+  redundancy_unreliable_copies(q, b, k, credit_left);
   if (k == 0) return;
   // The newest commands in flight, newest first: the in-flight list is ordered by deadline,
   // which follows send order but for commands whose timeout grew; those were resent already.

@@ -308,12 +308,13 @@ TEST_F(Redundancy, APlainEnetPeerNeverGetsACopy) {
   EXPECT_EQ(s.redundancy_k, 0u);
 }
 
-// Both ways, two channels, reliable and unreliable: 20% loss, reordering and duplication.
-// Every reliable message arrives exactly once and in order; an unreliable one never twice and
-// never behind a later one.
+// Both ways, three channels, reliable, unreliable and unsequenced: 20% loss, reordering and
+// duplication. Every reliable message arrives exactly once and in order; an unreliable one
+// never twice and never behind a later one; an unsequenced one never twice. Copies of all
+// three kinds go out.
 TEST_F(Redundancy, ExactDeliveryUnderLossReorderingAndDuplication) {
   Pair& p = add_pair(with_redundancy(), with_redundancy());
-  connect_all();
+  connect_all(3);
   tern::drv::LinkConditions bad;
   bad.latency_us = kOneWayLatencyUs;
   bad.jitter_us = 2000;
@@ -329,6 +330,8 @@ TEST_F(Redundancy, ExactDeliveryUnderLossReorderingAndDuplication) {
     ASSERT_EQ(p.server->send(p.at_server, 0, Delivery::reliable, numbered(i, 100 + i % 1500)),
               SendResult::ok);
     ASSERT_EQ(p.client->send(p.at_client, 1, Delivery::unreliable, numbered(i, 48)),
+              SendResult::ok);
+    ASSERT_EQ(p.client->send(p.at_client, 2, Delivery::unsequenced, numbered(i, 40)),
               SendResult::ok);
     run_for(5'000);
   }
@@ -349,12 +352,24 @@ TEST_F(Redundancy, ExactDeliveryUnderLossReorderingAndDuplication) {
   for (std::size_t i = 1; i < unreliable.size(); ++i) {
     EXPECT_LT(unreliable[i - 1], unreliable[i]) << "unreliable twice or backwards at " << i;
   }
+  std::vector<std::uint32_t> unsequenced = received(p, 2);
+  EXPECT_GT(unsequenced.size(), 0u);
+  std::sort(unsequenced.begin(), unsequenced.end());
+  EXPECT_EQ(std::adjacent_find(unsequenced.begin(), unsequenced.end()), unsequenced.end())
+      << "an unsequenced message delivered twice";
   EXPECT_GT(net_.stats().lost, 0u);
   EXPECT_GT(net_.stats().duplicated, 0u);
   EXPECT_GT(net_.stats().reordered, 0u);
   EXPECT_GT(p.client->stats().redundant_sent, 0u);
+  EXPECT_GT(p.client->stats().redundant_unreliable_sent, 0u);
   EXPECT_GT(p.server->stats().redundant_sent, 0u);
   EXPECT_GT(p.server->stats().duplicates_received, 0u);
+  std::printf(
+      "[redundancy] 20%% loss, reordering, duplication: copies %llu (%llu unreliable), "
+      "%zu of %u unreliable and %zu of %u unsequenced delivered\n",
+      static_cast<unsigned long long>(p.client->stats().redundant_sent),
+      static_cast<unsigned long long>(p.client->stats().redundant_unreliable_sent),
+      unreliable.size(), kMessages, unsequenced.size(), kMessages);
   EXPECT_GT(p.client->stats().acks_repeated + p.server->stats().acks_repeated, 0u);
 }
 
