@@ -95,7 +95,9 @@ inline Handled HostCore::Impl::handle_ack_range(Peer& p, const Command& cmd, Dro
   }
   // A repeated range (redundancy) carries the sent time of the datagram it first answered:
   // no RTT sample from it, and what it names was mostly acknowledged already.
-  const bool repeat = (cmd.command & kFlagUnsequenced) != 0 && p.redundancy;
+  // A client that offered redundancy honours the mark even if the server's answer was lost.
+  const bool repeat = (cmd.command & kFlagUnsequenced) != 0 &&
+                      (p.redundancy || (p.hello_offered && config.redundancy));
   if (!repeat && !take_rtt_sample(p, cmd.ack_range.received_sent_time)) return Handled::ok;
   std::array<OutCmd*, kAckRangeSpan> found;
   const std::size_t n = find_range(p, cmd.channel_id, cmd.reliable_seq, cmd.ack_range.bits, found);
