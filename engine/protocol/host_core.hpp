@@ -142,8 +142,8 @@ struct HostConfig {
   // the datagrams carry without them. Needs selective_acks on both sides to measure loss from
   // acknowledgements and to repeat them.
   bool redundancy = false;
-  std::uint32_t redundancy_max_k = 3;
-  std::uint32_t redundancy_budget_percent = 30;
+  std::uint32_t redundancy_max_k = 3;            // at most 8 are used
+  std::uint32_t redundancy_budget_percent = 30;  // at most 100 is used
   std::uint32_t redundancy_ack_repeats = 2;
   // Defaults for new connections (ENet's names and values).
   std::uint32_t ping_interval_ms = kPingInterval;

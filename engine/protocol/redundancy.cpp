@@ -38,6 +38,10 @@ inline std::uint32_t HostCore::Impl::redundancy_loss(const Peer& p) {
   return p.redundancy && p.extra != nullptr ? p.extra->redundancy_loss : 0;
 }
 
+// More copies than this would not fit the budget anyway (each costs about what its datagram
+// earned), and the rule's loop runs once per datagram.
+inline constexpr std::uint32_t kRedundancyMaxK = 8;
+
 // Copies per command: the fewest for which a command is lost (all of its copies lost, each
 // with the measured probability) less than once in a thousand. Below 1% measured loss, none:
 // a clean path pays nothing.
@@ -46,7 +50,8 @@ inline std::uint32_t HostCore::Impl::redundancy_k(const Peer& p) const {
   if (loss < kPacketLossScale / 100) return 0;
   std::uint32_t k = 0;
   std::uint32_t residual = loss;
-  while (residual > kPacketLossScale / 1000 && k < config.redundancy_max_k) {
+  const std::uint32_t max_k = std::min(config.redundancy_max_k, kRedundancyMaxK);
+  while (residual > kPacketLossScale / 1000 && k < max_k) {
     residual = static_cast<std::uint32_t>((std::uint64_t{residual} * loss) >> 16);
     ++k;
   }
