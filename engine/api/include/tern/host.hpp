@@ -124,8 +124,8 @@ struct HostStats {
   std::uint64_t redundant_unreliable_sent = 0;  // of which unreliable or unsequenced
   std::uint64_t acks_repeated = 0;              // ack ranges written again (redundancy)
   std::uint64_t repeated_acks_useful = 0;       // of which acknowledged something still in flight
-  std::uint64_t duplicates_received = 0;        // reliable messages received again (not delivered)
-  std::uint64_t dropped = 0;                    // sum of drops_by_reason
+  std::uint64_t duplicates_received = 0;  // messages received again, not delivered (duplicate)
+  std::uint64_t dropped = 0;              // sum of drops_by_reason
   std::size_t peers = 0;
   std::size_t buffered_bytes = 0;
   std::vector<std::pair<const char*, std::uint64_t>> drops_by_reason;  // non-zero only
