@@ -663,6 +663,7 @@ int run(const Config& config) {
     o.host.selective_acks = config.selective_acks;
     o.host.fast_retransmit = config.fast_retransmit;
     o.host.nodelay = config.nodelay;
+    o.host.redundancy = config.redundancy;
     o.host.congestion_window = config.congestion_window;
     o.host.min_rto_ms = config.min_rto_ms;
     o.host.max_queued = config.max_queued;

@@ -15,7 +15,8 @@ const char* const kUsage =
     "                    [--driver socket|uring|dpdk] [--idle wait|busy] [--timeout-ms T]\n"
     "                    [--ack-delay-ms D] [--checksum] [--selective-acks on|off]\n"
     "                    [--fast-retransmit on|off] [--congestion-window on|off]\n"
-    "                    [--nodelay on|off] [--min-rto-ms MS] [--throttle-window on|off]\n"
+    "                    [--nodelay on|off] [--redundancy on|off] [--min-rto-ms MS]\n"
+    "                    [--throttle-window on|off]\n"
     "                    [--max-queued BYTES]\n"
     "                    [--schedule S:HZ,...] [--per-second] [--json FILE]\n"
     "                    [--quiet]\n"
@@ -59,6 +60,9 @@ const char* const kUsage =
     "  --nodelay S         off (default); on: KCP's nodelay: timeouts grow x1.5, a message is\n"
     "                      resent after 2 later ones are acknowledged, no throttle on the\n"
     "                      reliable window, and a Tern server is asked to acknowledge at once\n"
+    "  --redundancy S      off (default); on: adaptive redundancy with a Tern server that runs it\n"
+    "                      too: datagrams carry copies of unacknowledged messages and repeat\n"
+    "                      ack ranges while loss is measured, within 30% more bytes\n"
     "  --min-rto-ms MS     retransmission timeouts never below MS (0..1000; default 200, so a\n"
     "                      stall of either side is not taken for a dead link; 0: ENet's)\n"
     "  --throttle-window S off (default): the reliable window stays as RTTs rise; on: ENet's\n"
@@ -139,6 +143,7 @@ constexpr tern::app::FlagSpec kFlags[] = {
     {"fast-retransmit", true},
     {"congestion-window", true},
     {"nodelay", true},
+    {"redundancy", true},
     {"min-rto-ms", true},
     {"max-queued", true},
     {"throttle-window", true},
@@ -323,6 +328,7 @@ bool parse_config(int argc, const char* const* argv, Config& c, std::string& err
       !tern::app::read_on_off(cl, "fast-retransmit", c.fast_retransmit, error) ||
       !tern::app::read_on_off(cl, "congestion-window", c.congestion_window, error) ||
       !tern::app::read_on_off(cl, "nodelay", c.nodelay, error) ||
+      !tern::app::read_on_off(cl, "redundancy", c.redundancy, error) ||
       !tern::app::read_on_off(cl, "throttle-window", c.throttle_window, error)) {
     return false;
   }

@@ -53,6 +53,10 @@ proto::HostConfig to_config(const HostOptions& o, std::uint64_t seed) {
   c.nodelay_channels = o.nodelay_channels;
   c.nodelay_resend = o.nodelay_resend;
   c.delivery_modes = o.delivery_modes;
+  c.redundancy = o.redundancy;
+  c.redundancy_max_k = o.redundancy_max_k;
+  c.redundancy_budget_percent = o.redundancy_budget_percent;
+  c.redundancy_ack_repeats = o.redundancy_ack_repeats;
   c.random_seed = seed;
   return c;
 }
@@ -338,6 +342,11 @@ HostStats Host::stats() const {
   s.retransmits = c.retransmits;
   s.fast_retransmits = c.fast_retransmits;
   s.nodelay_resends = c.nodelay_resends;
+  s.redundant_sent = c.redundant_sent;
+  s.redundant_unreliable_sent = c.redundant_unreliable_sent;
+  s.acks_repeated = c.acks_repeated;
+  s.repeated_acks_useful = c.repeated_acks_useful;
+  s.duplicates_received = c.drops.by_reason[static_cast<std::size_t>(proto::Drop::duplicate)];
   s.dropped = c.drops.total();
   s.peers = impl_->core_.peer_count();
   s.buffered_bytes = c.buffered_bytes;

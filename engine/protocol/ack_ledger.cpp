@@ -119,6 +119,7 @@ inline void HostCore::Impl::queue_ack(Peer& p, const Command& cmd, std::uint16_t
   AckChunk* chunk = q.acks.back();
   const bool ranged = acks_in_ranges(p, cmd);
   if (ranged && chunk != nullptr && fold_into_range(*chunk, cmd)) return;
+  if (ranged && chunk != nullptr && fold_behind_range(p, *chunk, cmd, sent_time)) return;
   p.outgoing_data_total += ranged ? kAckRangeSize : kAcknowledgeSize;
   if (chunk == nullptr || chunk->end == AckChunk::kCapacity) {
     chunk = ack_pool.get();
@@ -151,6 +152,7 @@ inline void HostCore::Impl::write_acks(Peer& p, Build& b) {
       }
       put_command(b, cmd, {});
       ++counters.acks_out;
+      if (a.is_range) on_range_written(p, a);
       if (a.is_disconnect) b.zombie_after = true;
     }
     q.acks.remove(chunk);

@@ -447,6 +447,13 @@ struct HostCore::Impl {
   void after_acks(Peer& p);
   void on_retransmission_timeouts(const Peer& p, PeerQueues& q, std::uint64_t first_sent_ms);
   std::uint32_t extension_send_window(const PeerQueues& q) const;
+  void extension_extras(Peer& p, Build& b);
+  void on_range_written(Peer& p, const PendingAck& a);
+  bool fold_behind_range(const Peer& p, AckChunk& chunk, const Command& cmd,
+                         std::uint16_t sent_time);
+  void on_reliable_arrival(Peer& p, std::uint16_t gap);
+  bool extension_holds_queues(const PeerQueues& q) const;
+  bool keep_unreliable_copy(Peer& p, PeerQueues& q, OutCmd* c);
 
   // ---- selective_acks.cpp: extension: ACK_RANGE for up to 33 reliable commands -------------
   std::uint32_t selective_acks_offered() const;
@@ -474,6 +481,23 @@ struct HostCore::Impl {
   std::uint32_t delivery_modes_agreed(const Peer& p) const;
   void delivery_modes_on_agreed(Peer& p, std::uint32_t agreed);
   static std::uint8_t delivery_flags(const Peer& p, Delivery delivery);
+  // ---- redundancy.cpp: extension: copies of what is unacknowledged, acks repeated ---------
+  std::uint32_t redundancy_offered() const;
+  std::uint32_t redundancy_agreed(const Peer& p) const;
+  void redundancy_on_agreed(Peer& p, std::uint32_t agreed);
+  void redundancy_sample(Peer& p, bool lost);
+  std::uint32_t redundancy_k(const Peer& p) const;
+  static std::uint32_t redundancy_loss(const Peer& p);
+  void redundancy_on_reliable_arrival(Peer& p, std::uint16_t gap);
+  void redundancy_on_base_acked(Peer& p, const OutCmd& c, std::uint16_t echoed);
+  void redundancy_on_range_written(Peer& p, const PendingAck& a);
+  void redundancy_extras(Peer& p, Build& b);
+  static bool redundancy_holds_queues(const PeerQueues& q);
+  bool redundancy_keep_unreliable(Peer& p, PeerQueues& q, OutCmd* c);
+  void redundancy_unreliable_copies(PeerQueues& q, Build& b, std::uint32_t k,
+                                    std::uint16_t& credit_left);
+  static bool redundancy_fold_behind(const Peer& p, AckChunk& chunk, const Command& cmd,
+                                     std::uint16_t sent_time);
 
   // ---- congestion_window.cpp: extension: after a stall, one MTU in transit, regrown --------
   void congestion_window_on_timeouts(const Peer& p, PeerQueues& q, std::uint64_t first_sent_ms);

@@ -140,7 +140,7 @@ inline HostCore::Impl::Wrote HostCore::Impl::write_unreliable_one(Peer& p, Build
   if (room(b) < c->wire_size()) return Wrote::full;
   q.outgoing_unreliable.remove(c);
   put_queued(b, *c);
-  put_out(q, c);
+  if (!keep_unreliable_copy(p, q, c)) put_out(q, c);
   return Wrote::sent;
 }
 
@@ -193,6 +193,7 @@ inline bool HostCore::Impl::build_datagram(Peer& p, OutDatagram& dg, bool& more)
     write_commands(p, b);
   }
   if (b.commands == 0) return false;
+  extension_extras(p, b);
   // The hello goes last: a plain ENet peer stops reading at it, after the handshake command.
   if (((p.state == PeerState::connecting && p.hello_offered) ||
        (p.state == PeerState::acknowledging_connect && p.hello_agreed)) &&

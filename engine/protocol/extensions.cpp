@@ -11,7 +11,8 @@ namespace tern::proto {
 
 // What a connecting hello offers.
 inline std::uint32_t HostCore::Impl::local_features() const {
-  return selective_acks_offered() | nodelay_offered() | delivery_modes_offered();
+  return selective_acks_offered() | nodelay_offered() | delivery_modes_offered() |
+         redundancy_offered();
 }
 
 // What a hello may name that we take up: what we offer, and what we honour for the other side
@@ -22,13 +23,15 @@ inline std::uint32_t HostCore::Impl::understood_features() const {
 
 // The features a hello's answer names for this connection (the server's VERIFY side).
 inline std::uint32_t HostCore::Impl::agreed_features(const Peer& p) const {
-  return selective_acks_agreed(p) | nodelay_agreed(p) | delivery_modes_agreed(p);
+  return selective_acks_agreed(p) | nodelay_agreed(p) | delivery_modes_agreed(p) |
+         redundancy_agreed(p);
 }
 
 inline void HostCore::Impl::on_features_agreed(Peer& p, std::uint32_t agreed) {
   selective_acks_on_agreed(p, agreed);
   nodelay_on_agreed(p, agreed);
   delivery_modes_on_agreed(p, agreed);
+  redundancy_on_agreed(p, agreed);
 }
 
 // ---- commands: the extensions' rules in the command table (command_table.cpp) -------------
@@ -62,6 +65,44 @@ inline void HostCore::Impl::on_retransmission_timeouts(const Peer& p, PeerQueues
 // Reliable payload bytes the extensions let be in transit, on top of ENet's windows.
 inline std::uint32_t HostCore::Impl::extension_send_window(const PeerQueues& q) const {
   return congestion_window_limit(q);
+}
+
+// The datagram's own commands are written and it is not empty: what the extensions add to
+// it (before the hello, which goes last).
+inline void HostCore::Impl::extension_extras(Peer& p, Build& b) { redundancy_extras(p, b); }
+
+// ---- acknowledgements owed (ack_ledger.cpp) -----------------------------------------------
+
+// An acknowledgement just behind the last pending range (selective_acks folds those ahead).
+inline bool HostCore::Impl::fold_behind_range(const Peer& p, AckChunk& chunk, const Command& cmd,
+                                              std::uint16_t sent_time) {
+  return redundancy_fold_behind(p, chunk, cmd, sent_time);
+}
+
+// An ack range was written into a datagram.
+inline void HostCore::Impl::on_range_written(Peer& p, const PendingAck& a) {
+  redundancy_on_range_written(p, a);
+}
+
+// An unreliable command was written: true if an extension keeps it (to send again) instead
+// of it being freed now.
+inline bool HostCore::Impl::keep_unreliable_copy(Peer& p, PeerQueues& q, OutCmd* c) {
+  return redundancy_keep_unreliable(p, q, c);
+}
+
+// ---- side blocks (peer_blocks.cpp) --------------------------------------------------------
+
+// An otherwise idle queues block an extension still needs (its state lives there).
+inline bool HostCore::Impl::extension_holds_queues(const PeerQueues& q) const {
+  return redundancy_holds_queues(q);
+}
+
+// ---- incoming messages (receive.cpp) ------------------------------------------------------
+
+// A new reliable command arrived on an application channel, `gap` sequence numbers past the
+// next one expected (0: in order, or while earlier ones are held).
+inline void HostCore::Impl::on_reliable_arrival(Peer& p, std::uint16_t gap) {
+  redundancy_on_reliable_arrival(p, gap);
 }
 
 }  // namespace tern::proto

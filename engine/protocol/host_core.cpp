@@ -22,6 +22,7 @@
 #include "peer_directory.cpp"
 #include "reassembly.cpp"
 #include "receive.cpp"
+#include "redundancy.cpp"
 #include "retransmit.cpp"
 #include "selective_acks.cpp"
 #include "send_queue.cpp"
@@ -384,6 +385,9 @@ bool HostCore::peer_stats(PeerHandle peer, PeerStats& out) const {
   out.selective_acks = p->selective_acks;
   out.nodelay = p->nodelay_agreed;
   out.delivery_modes = p->delivery_modes;
+  out.redundancy = p->redundancy;
+  out.redundancy_k = impl_->redundancy_k(*p);
+  out.redundancy_loss = Impl::redundancy_loss(*p);
   if (const PeerQueues* q = p->queues) {
     out.reliable_in_transit = q->reliable_data_in_transit;
     out.queued_outgoing =

@@ -133,6 +133,18 @@ struct HostConfig {
   // unused, and the receiver delivers it on arrival (sequenced: only if newer than any it
   // delivered on the channel). To a peer that did not agree they go as plain reliable.
   bool delivery_modes = true;
+  // Adaptive redundancy (WIRE.md, "Extensions"; negotiated, both sides must turn it on). Each
+  // datagram to the peer carries again the last K reliable commands still unacknowledged, and
+  // the last ack ranges written are repeated in the next `redundancy_ack_repeats` datagrams,
+  // so one lost datagram costs neither a retransmission timeout nor an acknowledgement. K
+  // follows the loss this connection measures (0 while it sees none) up to
+  // `redundancy_max_k`; the extra bytes never exceed `redundancy_budget_percent` of the bytes
+  // the datagrams carry without them. Needs selective_acks on both sides to measure loss from
+  // acknowledgements and to repeat them.
+  bool redundancy = false;
+  std::uint32_t redundancy_max_k = 3;            // at most 8 are used
+  std::uint32_t redundancy_budget_percent = 30;  // at most 100 is used
+  std::uint32_t redundancy_ack_repeats = 2;
   // Defaults for new connections (ENet's names and values).
   std::uint32_t ping_interval_ms = kPingInterval;
   std::uint32_t timeout_limit = kTimeoutLimit;
@@ -159,6 +171,12 @@ struct HostCounters {
   std::uint64_t fast_retransmits = 0;  // commands found lost by later acks (fast_retransmit)
   std::uint64_t nodelay_resends = 0;   // of which found by nodelay's count of later acks
   std::uint64_t acks_out = 0;
+  // Redundancy: copies of unacknowledged reliable commands carried in later datagrams, ack
+  // ranges written again, and the repeats that acknowledged something not yet acknowledged.
+  std::uint64_t redundant_sent = 0;
+  std::uint64_t redundant_unreliable_sent = 0;  // of which unreliable or unsequenced
+  std::uint64_t acks_repeated = 0;
+  std::uint64_t repeated_acks_useful = 0;
   std::uint64_t pings_out = 0;        // keep-alive pings queued after a silence
   std::uint64_t peer_timer_runs = 0;  // peers whose timers fired (work done for idle peers)
   std::uint64_t evictions = 0;        // connections dropped to honour memory_cap

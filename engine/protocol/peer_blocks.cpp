@@ -8,7 +8,8 @@ namespace tern::proto {
 inline void HostCore::Impl::release_queues_if_idle(Peer& p) {
   PeerQueues* q = p.queues;
   if (q != nullptr && q->outgoing_reliable.empty() && q->outgoing_unreliable.empty() &&
-      q->sent_reliable.empty() && q->acks.empty() && q->earliest_timeout == 0) {
+      q->sent_reliable.empty() && q->acks.empty() && q->earliest_timeout == 0 &&
+      !extension_holds_queues(*q)) {
     if (q->wide_channels != 0) for_each_channel(p, [this](Channel& ch) { release_wide(ch); });
     queue_pool.put(q);
     p.queues = nullptr;

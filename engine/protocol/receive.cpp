@@ -274,6 +274,9 @@ inline Handled HostCore::Impl::handle_send_reliable(Peer& p, const Command& cmd,
     have->ack_sent_time = sent_time;
     return Handled::withheld;
   }
+  on_reliable_arrival(p, ch.in_reliable.empty()
+                             ? static_cast<std::uint16_t>(cmd.reliable_seq - ch.in_reliable_seq - 1)
+                             : std::uint16_t{0});
   const std::size_t len = cmd.payload.size();
   if (!meter(p, len)) {
     ++counters.intake_over_limit;

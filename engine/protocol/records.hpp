@@ -206,7 +206,14 @@ struct PeerQueues {
   // HostConfig::nodelay: acks of commands sent once, in the datagram being read.
   std::uint16_t fresh_acks = 0;
   std::uint32_t wide_channels = 0;  // channels holding a WideUnacked
-  std::size_t queued_bytes = 0;     // payload of the commands held here (HostConfig::max_queued)
+  // HostConfig::redundancy: the last ack ranges written, each with the datagrams it is still
+  // to ride in (one more while the datagram that first carried it is being built).
+  std::array<PendingAck, 2> repeat_acks{};
+  std::array<std::uint8_t, 2> repeat_left{};
+  // HostConfig::redundancy: unreliable and unsequenced messages already sent, kept to go
+  // again in later datagrams (send_attempts: the copies still to send), oldest first.
+  IntrusiveList<OutCmd> unreliable_copies;
+  std::size_t queued_bytes = 0;  // payload of the commands held here (HostConfig::max_queued)
 };
 
 // ENet's unsequenced receive window, allocated on the first unsequenced message received.
@@ -247,6 +254,11 @@ struct PeerExtra {
   double intake_bytes = 0;
   std::uint64_t intake_filled_ms = 0;
   std::array<std::uint32_t, kStatCount> stat_high{};
+  // HostConfig::redundancy, taken when it is agreed (Peer has no room left): the loss this
+  // connection measures (scaled by 65536, a moving average of per-command samples) and the
+  // bytes of copies and repeats it may still send.
+  std::uint16_t redundancy_loss = 0;
+  std::uint16_t redundancy_credit = 0;
 };
 
 // The hot per-connection record: what every connected peer needs, idle or not. Everything else
@@ -318,6 +330,8 @@ struct Peer {
   bool nodelay_agreed : 1 = false;
   // Delivery modes agreed in the hello: reliable_unordered/_sequenced flags go both ways.
   bool delivery_modes : 1 = false;
+  // Redundancy agreed in the hello: copies and repeated ack ranges go to this peer.
+  bool redundancy : 1 = false;
   // We accepted this connection's CONNECT (we are its server side).
   bool accepted : 1 = false;
   // HostCore::hold_intake: new reliable commands are kept unacknowledged and undelivered.

@@ -93,13 +93,23 @@ inline Handled HostCore::Impl::handle_ack_range(Peer& p, const Command& cmd, Dro
     why = Drop::wrong_state;
     return Handled::stop;
   }
-  if (!take_rtt_sample(p, cmd.ack_range.received_sent_time)) return Handled::ok;
+  // A repeated range (redundancy) carries the sent time of the datagram it first answered:
+  // no RTT sample from it, and what it names was mostly acknowledged already.
+  // A client that offered redundancy honours the mark even if the server's answer was lost.
+  const bool repeat = (cmd.command & kFlagUnsequenced) != 0 &&
+                      (p.redundancy || (p.hello_offered && config.redundancy));
+  if (!repeat && !take_rtt_sample(p, cmd.ack_range.received_sent_time)) return Handled::ok;
   std::array<OutCmd*, kAckRangeSpan> found;
   const std::size_t n = find_range(p, cmd.channel_id, cmd.reliable_seq, cmd.ack_range.bits, found);
+  if (!repeat && n > 0 && found[0] != nullptr) {
+    redundancy_on_base_acked(p, *found[0], cmd.ack_range.received_sent_time);
+  }
   for (std::size_t i = 0; i < n; ++i) {
     if (found[i] == nullptr) {
-      counters.drops.add(Drop::unexpected_ack);
+      // With redundancy the copies of a command are acknowledged too, after the first.
+      if (!p.redundancy) counters.drops.add(Drop::unexpected_ack);
     } else {
+      if (repeat) ++counters.repeated_acks_useful;
       remove_acked(p, found[i]);
     }
   }

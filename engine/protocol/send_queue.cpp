@@ -20,6 +20,7 @@ inline void HostCore::Impl::clear_queues(Peer& p) {
   if (PeerQueues* q = p.queues) {
     while (OutCmd* c = q->outgoing_reliable.pop_front()) free_reliable(p, c);
     while (OutCmd* c = q->outgoing_unreliable.pop_front()) put_out(*q, c);
+    while (OutCmd* c = q->unreliable_copies.pop_front()) put_out(*q, c);
     while (OutCmd* c = q->sent_reliable.pop_front()) free_reliable(p, c);
     while (AckChunk* c = q->acks.pop_front()) ack_pool.put(c);
     q->reliable_data_in_transit = 0;

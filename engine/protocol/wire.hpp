@@ -102,7 +102,7 @@ inline constexpr std::size_t kHelloSize = 8;
 // tern_hello feature bits.
 inline constexpr std::uint32_t kFeatureSelectiveAcks = 1u << 0;
 inline constexpr std::uint32_t kFeatureNodelay = 1u << 1;
-// Bit 2 is redundancy's.
+inline constexpr std::uint32_t kFeatureRedundancy = 1u << 2;
 inline constexpr std::uint32_t kFeatureDeliveryModes = 1u << 3;
 // An ack_range acknowledges its base sequence number and, for each set bit i of its bitfield,
 // base + 1 + i: 33 consecutive sequence numbers at most.

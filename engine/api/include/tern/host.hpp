@@ -94,6 +94,14 @@ struct HostOptions {
   // sessions, mtu is the datagram size.
   Personality personality = Personality::enet;
   KcpOptions kcp;
+  // Adaptive redundancy between Tern peers (both must turn it on): each datagram carries again
+  // the last K unacknowledged reliable messages and repeats recent ack ranges; K follows the
+  // measured loss (0 on a clean path) up to redundancy_max_k, and the extra bytes stay within
+  // redundancy_budget_percent of the rest.
+  bool redundancy = false;
+  std::uint32_t redundancy_max_k = 3;
+  std::uint32_t redundancy_budget_percent = 30;
+  std::uint32_t redundancy_ack_repeats = 2;
   // Socket hosts only.
   int socket_receive_buffer = 4 << 20;
   int socket_send_buffer = 4 << 20;
@@ -112,7 +120,12 @@ struct HostStats {
   std::uint64_t retransmits = 0;
   std::uint64_t fast_retransmits = 0;  // resent before their timeout: later acks showed them lost
   std::uint64_t nodelay_resends = 0;   // of which by nodelay's count of later acks
-  std::uint64_t dropped = 0;           // sum of drops_by_reason
+  std::uint64_t redundant_sent = 0;    // copies of unacknowledged reliable messages (redundancy)
+  std::uint64_t redundant_unreliable_sent = 0;  // of which unreliable or unsequenced
+  std::uint64_t acks_repeated = 0;              // ack ranges written again (redundancy)
+  std::uint64_t repeated_acks_useful = 0;       // of which acknowledged something still in flight
+  std::uint64_t duplicates_received = 0;  // messages received again, not delivered (duplicate)
+  std::uint64_t dropped = 0;              // sum of drops_by_reason
   std::size_t peers = 0;
   std::size_t buffered_bytes = 0;
   std::vector<std::pair<const char*, std::uint64_t>> drops_by_reason;  // non-zero only

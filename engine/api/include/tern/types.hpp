@@ -120,6 +120,9 @@ struct PeerStats {
   bool selective_acks = false;            // Tern's ack ranges agreed with this peer
   bool nodelay = false;                   // immediate acks agreed with this peer (nodelay)
   bool delivery_modes = false;            // reliable_unordered/_sequenced honoured by this peer
+  bool redundancy = false;                // adaptive redundancy agreed with this peer
+  std::uint32_t redundancy_k = 0;         // copies each reliable command gets now (0: none)
+  std::uint32_t redundancy_loss = 0;      // the loss redundancy measures, scaled by 65536
 };
 
 }  // namespace tern
