@@ -153,7 +153,17 @@ struct HostConfig {
   std::uint32_t throttle_interval_ms = kPacketThrottleInterval;
   std::uint32_t throttle_acceleration = kPacketThrottleAcceleration;
   std::uint32_t throttle_deceleration = kPacketThrottleDeceleration;
-  std::uint64_t random_seed = 0x7465726e;  // connect IDs (xorshift; not a security feature)
+  std::uint64_t random_seed = 0x7465726e;  // connect IDs and handshake cookies
+  // No peer before return routability (WIRE.md, "Handshake under attack"): a CONNECT from an
+  // unknown source is answered with a VERIFY_CONNECT, once per CONNECT and never larger than
+  // what the source sent, and becomes a peer only when the source acknowledges it from the
+  // same address and port. Until then it is one entry of a bounded table (half_open_capacity
+  // entries, the oldest of a set evicted when it is full), expiring after half_open_timeout_ms.
+  // Unmodified ENet clients connect as before. false: ENet's handshake, where every CONNECT
+  // takes a peer slot at once and the VERIFY_CONNECT is resent on a timer.
+  bool verify_before_peer = true;
+  std::size_t half_open_capacity = 65536;
+  std::uint32_t half_open_timeout_ms = 10000;
 };
 
 struct HostCounters {
@@ -184,9 +194,21 @@ struct HostCounters {
   std::uint64_t intake_withheld = 0;  // reliable commands kept unacknowledged (hold_intake)
   std::uint64_t intake_refused = 0;   // not even kept: past max_withheld or a new fragment set
   std::uint64_t intake_over_limit =
-      0;                             // reliable messages not acknowledged: intake_rate/_bandwidth
-  std::size_t buffered_bytes = 0;    // incoming data held for reassembly/ordering/delivery
-  std::size_t reassembly_bytes = 0;  // of which incomplete fragment sets
+      0;  // reliable messages not acknowledged: intake_rate/_bandwidth
+  // The handshake under attack (HostConfig::verify_before_peer).
+  std::uint64_t half_open_created = 0;     // CONNECTs from unknown sources given an entry
+  std::uint64_t half_open_evicted = 0;     // entries pushed out by newer ones
+  std::uint64_t cookies_sent = 0;          // VERIFY_CONNECTs sent to unverified sources
+  std::uint64_t cookies_invalid = 0;       // acks naming an entry with the wrong cookie
+  std::uint64_t cookies_expired = 0;       // datagrams for an entry past half_open_timeout_ms
+  std::uint64_t amplification_capped = 0;  // replies not sent: more than the source sent us
+  std::uint64_t replies_dropped = 0;       // more unconnected replies waiting than kept
+  std::uint64_t peers_promoted = 0;        // entries turned into peers by their ack
+  std::uint64_t unverified_bytes_in = 0;   // from sources while unverified
+  std::uint64_t unverified_bytes_out = 0;  // to them
+  std::size_t half_open = 0;               // entries now
+  std::size_t buffered_bytes = 0;          // incoming data held for reassembly/ordering/delivery
+  std::size_t reassembly_bytes = 0;        // of which incomplete fragment sets
   DropCounters drops;
 };
 
