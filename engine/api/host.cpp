@@ -350,6 +350,13 @@ HostStats Host::stats() const {
   s.dropped = c.drops.total();
   s.peers = impl_->core_.peer_count();
   s.buffered_bytes = c.buffered_bytes;
+  s.half_open = c.half_open;
+  s.half_open_created = c.half_open_created;
+  s.cookies_sent = c.cookies_sent;
+  s.peers_promoted = c.peers_promoted;
+  s.amplification_capped = c.amplification_capped;
+  s.unverified_bytes_in = c.unverified_bytes_in;
+  s.unverified_bytes_out = c.unverified_bytes_out;
   for (std::size_t i = 0; i < proto::kDropCount; ++i) {
     if (c.drops.by_reason[i] != 0) {
       s.drops_by_reason.emplace_back(proto::drop_name(static_cast<proto::Drop>(i)),

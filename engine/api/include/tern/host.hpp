@@ -128,6 +128,14 @@ struct HostStats {
   std::uint64_t dropped = 0;              // sum of drops_by_reason
   std::size_t peers = 0;
   std::size_t buffered_bytes = 0;
+  // Handshakes from sources not yet verified (WIRE.md, "Handshake under attack").
+  std::size_t half_open = 0;               // held now
+  std::uint64_t half_open_created = 0;     // CONNECTs from unknown sources
+  std::uint64_t cookies_sent = 0;          // VERIFY_CONNECTs to them
+  std::uint64_t peers_promoted = 0;        // acknowledged: peers made
+  std::uint64_t amplification_capped = 0;  // replies withheld: more than the source sent
+  std::uint64_t unverified_bytes_in = 0;   // from unverified sources
+  std::uint64_t unverified_bytes_out = 0;  // to them
   std::vector<std::pair<const char*, std::uint64_t>> drops_by_reason;  // non-zero only
 };
 
