@@ -314,6 +314,7 @@ struct HostCore::Impl {
   bool expired(const HalfOpen& e) const;
   void open_half(const Endpoint& from, const Connect& c, std::uint32_t features, std::size_t bytes);
   void send_cookie(HalfOpen& e);
+  void send_probe(HalfOpen& e);
   Peer* unverified_datagram(const Endpoint& from, const DecodedHeader& dh,
                             std::span<const std::byte> bytes, bool& skip_ack);
   Peer* promote(HalfOpen& e);

@@ -312,6 +312,39 @@ inline void HostCore::Impl::send_cookie(HalfOpen& e) {
   counters.unverified_bytes_out += f.size;
 }
 
+inline void HostCore::Impl::send_probe(HalfOpen& e) {
+  const std::size_t size = header_size(true, config.checksum) + command_size(Cmd::ping);
+  if (e.bytes_out + size > e.bytes_in) {
+    ++counters.amplification_capped;
+    return;
+  }
+  if (farewells.size() >= half_open.capacity()) {
+    ++counters.replies_dropped;
+    return;
+  }
+  Command cmd;
+  cmd.command = static_cast<std::uint8_t>(Cmd::ping) | kFlagAcknowledge;
+  cmd.channel_id = kSystemChannel;
+  cmd.reliable_seq = 1;
+  Farewell f;
+  f.to = e.address;
+  Header h;
+  h.peer_id = e.connect.outgoing_peer_id;
+  h.session = e.out_session;
+  h.has_sent_time = true;
+  h.sent_time = e.cookie;
+  std::size_t n = encode_header(f.bytes, h, config.checksum);
+  n += encode_command(std::span<std::byte>(f.bytes).subspan(n), cmd);
+  f.size = static_cast<std::uint32_t>(n);
+  if (config.checksum) {
+    write_checksum(std::span<std::byte>(f.bytes.data(), n), 4, e.connect.connect_id);
+  }
+  farewells.push_back(f);
+  e.bytes_out += f.size;
+  ++counters.cookies_sent;
+  counters.unverified_bytes_out += f.size;
+}
+
 // A datagram naming a peer ID no connection from its source has: perhaps the answer to a
 // VERIFY_CONNECT. Returns the peer it made, and then skip_ack (the acknowledgement of a
 // VERIFY_CONNECT the peer never queued).
@@ -363,9 +396,10 @@ inline Peer* HostCore::Impl::unverified_datagram(const Endpoint& from, const Dec
     return p;
   }
   // It has our VERIFY_CONNECT (it names the ID and session we gave) but its ack was lost, and
-  // an ENet client does not resend acks: once more, if the budget allows, for it to acknowledge.
+  // an ENet client does not resend acks: a PING carrying the cookie, as the VERIFY_CONNECT's
+  // sequence number, for it to acknowledge. At 8 bytes, the datagram that prompts it pays.
   counters.drops.add(Drop::unverified);
-  send_cookie(*e);
+  send_probe(*e);
   return nullptr;
 }
 

@@ -238,9 +238,8 @@ TEST_F(Handshake, AckAfterTheTimeoutIsRefused) {
 }
 
 // The client's ack is lost; it is connected and sends a message with the peer ID and session
-// it was given. The server answers with the VERIFY_CONNECT again (within the budget: the
-// source has sent more than that by then), the client acknowledges that one, and its message,
-// resent, arrives.
+// it was given. The server answers with a PING carrying the cookie (no larger than the
+// datagram that prompted it), the client acknowledges it, and its message, resent, arrives.
 TEST_F(Handshake, LostAckStillConnects) {
   Client c = client(0x0a000002, 40001, 26);
   c.peer = c.core->connect(now_us, server_ep, 2, 7);
@@ -264,6 +263,8 @@ TEST_F(Handshake, LostAckStillConnects) {
   EXPECT_TRUE(delivered);
   EXPECT_EQ(server.peer_count(), 1u);
   EXPECT_GE(server.counters().cookies_sent, 2u);
+  EXPECT_EQ(server.counters().amplification_capped, 0u);
+  EXPECT_LE(server.counters().unverified_bytes_out, server.counters().unverified_bytes_in);
   EXPECT_EQ(c.core->peer_state(c.peer), PeerState::connected);
 }
 
