@@ -280,6 +280,40 @@ bool load_config_file(const std::string& path, RelayConfig& config, std::string&
     return false;
   }
 
+  if (const toml::table* t = r.section(root, "security")) {
+    if (!r.only(*t, "security",
+                {"verify_before_peer", "half_open_capacity", "half_open_timeout_ms",
+                 "connect_rate_per_address", "connect_burst_per_address", "connect_rate_per_prefix",
+                 "connect_burst_per_prefix"})) {
+      return false;
+    }
+    if (!r.boolean(*t, "security", "verify_before_peer", c.verify_before_peer)) return false;
+    if (!r.integer(*t, "security", "half_open_capacity", c.half_open_capacity, 8, 1 << 24)) {
+      return false;
+    }
+    if (!r.integer(*t, "security", "half_open_timeout_ms", c.half_open_timeout_ms, 100, 600'000)) {
+      return false;
+    }
+    if (!r.integer(*t, "security", "connect_rate_per_address", c.connect_rate_per_address, 0,
+                   1'000'000)) {
+      return false;
+    }
+    if (!r.integer(*t, "security", "connect_burst_per_address", c.connect_burst_per_address, 1,
+                   1'000'000)) {
+      return false;
+    }
+    if (!r.integer(*t, "security", "connect_rate_per_prefix", c.connect_rate_per_prefix, 0,
+                   1'000'000)) {
+      return false;
+    }
+    if (!r.integer(*t, "security", "connect_burst_per_prefix", c.connect_burst_per_prefix, 1,
+                   1'000'000)) {
+      return false;
+    }
+  } else if (!error.empty()) {
+    return false;
+  }
+
   if (const toml::table* t = r.section(root, "rooms")) {
     if (!r.only(*t, "rooms", {"broadcast"})) return false;
     if (const toml::node* n = t->get("broadcast")) {

@@ -191,6 +191,13 @@ Relay::Relay(const RelayConfig& config)
         o.host.congestion_window = config.congestion_window;
         o.host.min_rto_ms = config.min_rto_ms;
         o.host.throttle_reliable_window = config.throttle_window;
+        o.host.verify_before_peer = config.verify_before_peer;
+        o.host.half_open_capacity = config.half_open_capacity;
+        o.host.half_open_timeout_ms = config.half_open_timeout_ms;
+        o.host.connect_rate_per_address = config.connect_rate_per_address;
+        o.host.connect_burst_per_address = config.connect_burst_per_address;
+        o.host.connect_rate_per_prefix = config.connect_rate_per_prefix;
+        o.host.connect_burst_per_prefix = config.connect_burst_per_prefix;
         o.cross_ring_limit = config.ring_limit;
         return o;
       }()) {

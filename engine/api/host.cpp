@@ -304,6 +304,13 @@ std::size_t Host::peer_count() const {
   return impl_->kcp_ ? impl_->kcp_->session_count() : impl_->core_.peer_count();
 }
 
+void Host::ban(const Endpoint& address, std::chrono::milliseconds duration) {
+  const auto us = static_cast<std::uint64_t>(duration.count()) * 1000;
+  impl_->core_.ban(address, impl_->clock_.now_us() + us);
+}
+
+void Host::unban(const Endpoint& address) { impl_->core_.unban(address); }
+
 HostStats Host::stats() const {
   if (impl_->kcp_) {
     const proto::kcp::KcpCounters& c = impl_->kcp_->counters();

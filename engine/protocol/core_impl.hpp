@@ -11,6 +11,7 @@
 #include "pointer_index.hpp"
 #include "records.hpp"
 #include "release_batch.hpp"
+#include "source_guard.hpp"
 #include "timer_wheel.hpp"
 #include "wire.hpp"
 
@@ -59,6 +60,7 @@ struct HostCore::Impl {
   std::vector<Farewell> farewells;
   std::vector<Peer*> throttle_scratch;
   HalfOpenTable half_open;  // handshakes not yet acknowledged (handshake.cpp)
+  SourceGuard guard;        // connect rates and bans per source (handshake.cpp)
 
   // Routing keys (peer_directory.cpp).
   static constexpr std::uint16_t kIdentityKey = 0x8000;
@@ -311,6 +313,8 @@ struct HostCore::Impl {
                          std::span<const std::byte> bytes);
   HalfOpen* half_open_set(const Endpoint& from, std::uint16_t peer_id);
   bool id_clashes(const Endpoint& from, std::uint16_t peer_id);
+  std::uint64_t source_hash(const Endpoint& key) const;
+  bool refused_source(const Endpoint& from, bool connect);
   bool expired(const HalfOpen& e) const;
   void open_half(const Endpoint& from, const Connect& c, std::uint32_t features, std::size_t bytes);
   void send_cookie(HalfOpen& e);

@@ -164,6 +164,38 @@ inline bool HostCore::Impl::expired(const HalfOpen& e) const {
   return now_ms - e.created_ms > config.half_open_timeout_ms;
 }
 
+inline std::uint64_t HostCore::Impl::source_hash(const Endpoint& key) const {
+  return by_address.hash(base::PeerKey(key, 0x7FFF));
+}
+
+// Bans, then (for a CONNECT) the per-address and per-prefix buckets; true: drop, counted.
+inline bool HostCore::Impl::refused_source(const Endpoint& from, bool connect) {
+  if (guard.has_bans()) {
+    const Endpoint a = SourceGuard::address_of(from);
+    if (guard.banned(a, source_hash(a), now_ms)) {
+      ++counters.connects_banned;
+      counters.drops.add(Drop::banned);
+      return true;
+    }
+  }
+  if (!connect) return false;
+  bool pass = true;
+  if (config.connect_rate_per_address > 0) {
+    const Endpoint a = SourceGuard::address_of(from);
+    pass = guard.take(a, source_hash(a), now_ms, config.connect_rate_per_address,
+                      config.connect_burst_per_address, config.source_table_capacity);
+  }
+  if (pass && config.connect_rate_per_prefix > 0) {
+    const Endpoint p = SourceGuard::prefix_of(from);
+    pass = guard.take(p, source_hash(p), now_ms, config.connect_rate_per_prefix,
+                      config.connect_burst_per_prefix, config.source_table_capacity);
+  }
+  if (pass) return false;
+  ++counters.connects_rate_limited;
+  counters.drops.add(Drop::rate_limited);
+  return true;
+}
+
 // A datagram without a peer ID: it may only open a connection. Its CONNECT (and the Tern
 // hello after it) is answered without a peer; nothing else in it is read.
 inline void HostCore::Impl::stranger_datagram(const Endpoint& from, const DecodedHeader& dh,
@@ -184,6 +216,7 @@ inline void HostCore::Impl::stranger_datagram(const Endpoint& from, const Decode
     counters.drops.add(Drop::unknown_peer);
     return;
   }
+  if (refused_source(from, true)) return;
   const Connect c = cmd.connect;
   if (c.channel_count < kMinChannelCount || c.channel_count > kMaxChannelCount ||
       c.outgoing_peer_id >= kMaxPeerId) {
@@ -361,6 +394,7 @@ inline Peer* HostCore::Impl::unverified_datagram(const Endpoint& from, const Dec
     counters.drops.add(Drop::unknown_peer);
     return nullptr;
   }
+  if (refused_source(from, false)) return nullptr;
   counters.unverified_bytes_in += bytes.size();
   if (expired(*e)) {
     ++counters.cookies_expired;

@@ -305,6 +305,21 @@ std::size_t HostCore::queued_bytes(PeerHandle peer) const {
   return p != nullptr && p->queues != nullptr ? p->queues->queued_bytes : 0;
 }
 
+void HostCore::ban(const Endpoint& address, std::uint64_t until_us) {
+  const Endpoint a = proto::SourceGuard::address_of(address);
+  impl_->guard.ban(a, impl_->source_hash(a), until_us / 1000, impl_->config.ban_capacity);
+}
+
+void HostCore::unban(const Endpoint& address) {
+  const Endpoint a = proto::SourceGuard::address_of(address);
+  impl_->guard.unban(a, impl_->source_hash(a));
+}
+
+bool HostCore::banned(const Endpoint& address, std::uint64_t now_us) const {
+  const Endpoint a = proto::SourceGuard::address_of(address);
+  return impl_->guard.banned(a, impl_->source_hash(a), now_us / 1000);
+}
+
 void HostCore::disconnect(PeerHandle peer, std::uint32_t data) {
   if (Peer* p = impl_->find(peer)) impl_->start_disconnect(*p, data);
 }

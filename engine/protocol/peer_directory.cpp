@@ -8,7 +8,9 @@
 // from their address uses, and a route key (address, ID) in by_address. Connections we
 // accepted are also found by the client's own index, to recognise a retransmitted or
 // restarted CONNECT: through the route key when the ID we gave mirrors that index, else an
-// identity key (address, kIdentityKey | index), which no route key can equal.
+// identity key (address, kIdentityKey | index), which no route key can equal. An accepted
+// connection carries the peer ID its VERIFY_CONNECT promised before it had a slot (WIRE.md,
+// "Handshake under attack"): usually its slot, else a route key too.
 #include "core_impl.hpp"
 
 namespace tern::proto {

@@ -359,5 +359,67 @@ TEST_F(Handshake, EnetHandshakeWhenDisabled) {
   EXPECT_EQ(plain.counters().half_open_created, 0u);
 }
 
+// HostConfig::connect_rate_per_address: a source over its bucket is not answered; another
+// source is, and the first is again once its bucket refills.
+TEST_F(Handshake, ConnectRatePerAddress) {
+  HostConfig sc = server_config();
+  sc.connect_rate_per_address = 10;
+  sc.connect_burst_per_address = 4;
+  HostCore limited(sc);
+  const Endpoint a = Endpoint::v4(0x0a000005, 1000);
+  for (std::uint32_t i = 0; i < 10; ++i) {
+    limited.on_datagram(now_us, Endpoint::v4(0x0a000005, static_cast<std::uint16_t>(1000 + i)),
+                        forged_connect(i));
+  }
+  EXPECT_EQ(limited.counters().half_open_created, 4u);
+  EXPECT_EQ(limited.counters().connects_rate_limited, 6u);
+  EXPECT_EQ(limited.counters().drops[Drop::rate_limited], 6u);
+  limited.on_datagram(now_us, Endpoint::v4(0x0a010005, 1000), forged_connect(50));
+  EXPECT_EQ(limited.counters().half_open_created, 5u);
+  limited.on_datagram(now_us + 200'000, a, forged_connect(51));  // 0.2 s: two tokens back
+  EXPECT_EQ(limited.counters().half_open_created, 6u);
+}
+
+// HostConfig::connect_rate_per_prefix: many addresses of one /24 share a bucket.
+TEST_F(Handshake, ConnectRatePerPrefix) {
+  HostConfig sc = server_config();
+  sc.connect_rate_per_prefix = 10;
+  sc.connect_burst_per_prefix = 20;
+  HostCore limited(sc);
+  for (std::uint32_t i = 0; i < 100; ++i) {
+    limited.on_datagram(now_us, Endpoint::v4(0x0a000100 + i, 1000), forged_connect(i));
+  }
+  EXPECT_EQ(limited.counters().half_open_created, 20u);
+  EXPECT_EQ(limited.counters().connects_rate_limited, 80u);
+  limited.on_datagram(now_us, Endpoint::v4(0x0a000200, 1000), forged_connect(200));
+  EXPECT_EQ(limited.counters().half_open_created, 21u);  // the next /24
+}
+
+// HostCore::ban: a banned address's CONNECTs (any port) and handshake answers are dropped
+// until the ban ends; an established connection from it is not touched.
+TEST_F(Handshake, BannedSourceIsNotAnsweredUntilTheBanEnds) {
+  Client c = client(0x0a000002, 40001, 61);
+  c.peer = c.core->connect(now_us, server_ep, 2, 7);
+  pump({&c}, 2);
+  ASSERT_EQ(server.peer_count(), 1u);
+  server.ban(Endpoint::v4(0x0a000002, 0), now_us + 1'000'000);
+  EXPECT_TRUE(server.banned(Endpoint::v4(0x0a000002, 5), now_us));
+  Client d = client(0x0a000002, 40002, 62);
+  d.peer = d.core->connect(now_us, server_ep, 2, 8);
+  pump({&c, &d}, 10);
+  EXPECT_EQ(server.peer_count(), 1u);
+  EXPECT_GT(server.counters().connects_banned, 0u);
+  EXPECT_GT(server.counters().drops[Drop::banned], 0u);
+  EXPECT_EQ(server.counters().cookies_sent, 1u);  // only the first client's
+  EXPECT_EQ(c.core->peer_state(c.peer), PeerState::connected);
+  now_us += 1'000'000;
+  EXPECT_FALSE(server.banned(Endpoint::v4(0x0a000002, 5), now_us));
+  for (int r = 0; r < 2000 && server.peer_count() < 2; ++r) pump({&c, &d}, 1);
+  EXPECT_EQ(server.peer_count(), 2u);  // d's resent CONNECT is answered now
+  server.ban(Endpoint::v4(0x0a000003, 0), now_us + 1'000'000);
+  server.unban(Endpoint::v4(0x0a000003, 0));
+  EXPECT_FALSE(server.banned(Endpoint::v4(0x0a000003, 0), now_us));
+}
+
 }  // namespace
 }  // namespace tern::proto

@@ -159,6 +159,10 @@ class Host {
   SendResult send(PeerHandle peer, std::uint8_t channel, Delivery delivery, Packet payload);
   SendResult send(PeerHandle peer, std::uint8_t channel, Delivery delivery,
                   std::span<const std::byte> payload);
+  // Refuses handshakes from `address` (every port) for `duration`; connections already made
+  // from it stay (disconnect them to end them). See proto::HostCore::ban.
+  void ban(const Endpoint& address, std::chrono::milliseconds duration);
+  void unban(const Endpoint& address);
   void disconnect(PeerHandle peer, std::uint32_t data = 0);
   void disconnect_now(PeerHandle peer, std::uint32_t data = 0);  // sends at once, no local event
   void disconnect_later(PeerHandle peer, std::uint32_t data = 0);
