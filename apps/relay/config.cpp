@@ -192,8 +192,8 @@ bool load_config_file(const std::string& path, RelayConfig& config, std::string&
   }
   Reader r(path, error);
   if (!r.only(root, "",
-              {"relay", "limits", "overload", "protocol", "rooms", "metrics", "shutdown", "filter",
-               "dpdk", "admin", "log"})) {
+              {"relay", "limits", "overload", "protocol", "security", "rooms", "metrics",
+               "shutdown", "filter", "dpdk", "admin", "log"})) {
     return false;
   }
   RelayConfig c = config;
