@@ -52,7 +52,10 @@ void BM_ConnectFlood(benchmark::State& state) {
   std::uint64_t now_us = 1'000'000;
   std::uint32_t n = 0;
   for (auto _ : state) {
-    const Endpoint src = Endpoint::v4(0x0a000000u + (n * 2654435761u >> 8), 1024 + (n & 7));
+    // Sources across 10/8, or (limited) 4,096 addresses in 16 /24s, whose buckets run dry.
+    const std::uint32_t host = state.range(0) == 1 ? (n & 0xFFF) : (n * 2654435761u >> 8);
+    const Endpoint src =
+        Endpoint::v4(0x0a000000u + host, static_cast<std::uint16_t>(1024 + (n & 7)));
     server.on_datagram(now_us, src, datagrams[n & 255]);
     if ((++n & 63) == 0) {
       now_us += 500;  // 128,000 CONNECTs/s of simulated time
