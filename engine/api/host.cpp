@@ -57,6 +57,9 @@ proto::HostConfig to_config(const HostOptions& o, std::uint64_t seed) {
   c.redundancy_max_k = o.redundancy_max_k;
   c.redundancy_budget_percent = o.redundancy_budget_percent;
   c.redundancy_ack_repeats = o.redundancy_ack_repeats;
+  c.verify_before_peer = o.verify_before_peer;
+  c.half_open_capacity = o.half_open_capacity;
+  c.half_open_timeout_ms = o.half_open_timeout_ms;
   c.random_seed = seed;
   return c;
 }

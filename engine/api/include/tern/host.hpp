@@ -102,6 +102,13 @@ struct HostOptions {
   std::uint32_t redundancy_max_k = 3;
   std::uint32_t redundancy_budget_percent = 30;
   std::uint32_t redundancy_ack_repeats = 2;
+  // The handshake under attack (proto::HostConfig; WIRE.md, "Handshake under attack"). Under a
+  // flood of R CONNECTs/s a handshake's entry lives about half_open_capacity / R seconds: keep
+  // that above a second, so that a client whose acknowledgement was lost completes with its
+  // first ping (ENet pings after 500 ms).
+  bool verify_before_peer = true;
+  std::size_t half_open_capacity = 65536;
+  std::uint32_t half_open_timeout_ms = 10000;
   // Socket hosts only.
   int socket_receive_buffer = 4 << 20;
   int socket_send_buffer = 4 << 20;
