@@ -226,7 +226,7 @@ inline void HostCore::Impl::stranger_datagram(const Endpoint& from, const Decode
   std::uint32_t features = 0;
   if (decoder.next(cmd, why)) {
     ++counters.commands_in;
-    if (cmd.type() == Cmd::tern_hello) features = cmd.hello.features & local_features();
+    if (cmd.type() == Cmd::tern_hello) features = cmd.hello.features & understood_features();
   }
   // A CONNECT that reached us twice, the second after its connection came up. One with a new
   // connect ID (a restarted client) replaces the connection only once it is acknowledged:
@@ -328,10 +328,13 @@ inline void HostCore::Impl::send_cookie(HalfOpen& e) {
   std::size_t n = encode_header(f.bytes, h, config.checksum);
   n += encode_command(std::span<std::byte>(f.bytes).subspan(n), cmd);
   if (e.features != 0) {
+    // The answer a peer that agreed to them would give (handle_hello, agreed_features).
+    Peer agreed;
+    on_features_agreed(agreed, e.features);
     Command hello;
     hello.command = static_cast<std::uint8_t>(Cmd::tern_hello);
     hello.channel_id = kSystemChannel;
-    hello.hello.features = e.features;
+    hello.hello.features = agreed_features(agreed);
     n += encode_command(std::span<std::byte>(f.bytes).subspan(n), hello);
   }
   f.size = static_cast<std::uint32_t>(n);
