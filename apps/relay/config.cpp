@@ -192,8 +192,8 @@ bool load_config_file(const std::string& path, RelayConfig& config, std::string&
   }
   Reader r(path, error);
   if (!r.only(root, "",
-              {"relay", "limits", "overload", "protocol", "rooms", "metrics", "shutdown", "filter",
-               "dpdk", "admin", "log"})) {
+              {"relay", "limits", "overload", "protocol", "security", "rooms", "metrics",
+               "shutdown", "filter", "dpdk", "admin", "log"})) {
     return false;
   }
   RelayConfig c = config;
@@ -276,6 +276,40 @@ bool load_config_file(const std::string& path, RelayConfig& config, std::string&
     if (!r.boolean(*t, "protocol", "congestion_window", c.congestion_window)) return false;
     if (!r.integer(*t, "protocol", "min_rto_ms", c.min_rto_ms, 0, 1000)) return false;
     if (!r.boolean(*t, "protocol", "throttle_window", c.throttle_window)) return false;
+  } else if (!error.empty()) {
+    return false;
+  }
+
+  if (const toml::table* t = r.section(root, "security")) {
+    if (!r.only(*t, "security",
+                {"verify_before_peer", "half_open_capacity", "half_open_timeout_ms",
+                 "connect_rate_per_address", "connect_burst_per_address", "connect_rate_per_prefix",
+                 "connect_burst_per_prefix"})) {
+      return false;
+    }
+    if (!r.boolean(*t, "security", "verify_before_peer", c.verify_before_peer)) return false;
+    if (!r.integer(*t, "security", "half_open_capacity", c.half_open_capacity, 8, 1 << 24)) {
+      return false;
+    }
+    if (!r.integer(*t, "security", "half_open_timeout_ms", c.half_open_timeout_ms, 100, 600'000)) {
+      return false;
+    }
+    if (!r.integer(*t, "security", "connect_rate_per_address", c.connect_rate_per_address, 0,
+                   1'000'000)) {
+      return false;
+    }
+    if (!r.integer(*t, "security", "connect_burst_per_address", c.connect_burst_per_address, 1,
+                   1'000'000)) {
+      return false;
+    }
+    if (!r.integer(*t, "security", "connect_rate_per_prefix", c.connect_rate_per_prefix, 0,
+                   1'000'000)) {
+      return false;
+    }
+    if (!r.integer(*t, "security", "connect_burst_per_prefix", c.connect_burst_per_prefix, 1,
+                   1'000'000)) {
+      return false;
+    }
   } else if (!error.empty()) {
     return false;
   }

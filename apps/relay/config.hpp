@@ -75,11 +75,19 @@ struct RelayConfig {
   }
 
   // [protocol]: how the relay speaks to every client (HostConfig's fields of the same names).
-  bool checksum = false;           // ENet CRC32 on every datagram; clients must enable it too
-  bool selective_acks = true;      // Tern's ack ranges with clients that offer them
-  std::uint32_t ack_delay_ms = 0;  // acks wait this long for a message to ride with
-  bool fast_retransmit = true;     // resend what later acks overtook, before its timeout
-  bool congestion_window = true;   // after a stall, resend an MTU and regrow as acks return
+  bool checksum = false;       // ENet CRC32 on every datagram; clients must enable it too
+  bool selective_acks = true;  // Tern's ack ranges with clients that offer them
+  std::uint32_t ack_delay_ms = 0;
+  // [security]: the handshake under attack (engine/protocol/WIRE.md, "Handshake under attack").
+  bool verify_before_peer = true;
+  std::uint32_t half_open_capacity = 65536;
+  std::uint32_t half_open_timeout_ms = 10000;
+  std::uint32_t connect_rate_per_address = 0;  // CONNECTs/s, 0 = no limit
+  std::uint32_t connect_burst_per_address = 8;
+  std::uint32_t connect_rate_per_prefix = 0;    // per /24 IPv4, /64 IPv6
+  std::uint32_t connect_burst_per_prefix = 64;  // acks wait this long for a message to ride with
+  bool fast_retransmit = true;    // resend what later acks overtook, before its timeout
+  bool congestion_window = true;  // after a stall, resend an MTU and regrow as acks return
   // Retransmission timeouts never shorter than this (HostConfig::min_rto_ms). On a sub-ms
   // path ENet's are 2-5 ms; after a stall of either side, a client's acks wait behind its
   // messages, each worth a fan-out, tens of ms of the relay's work, and a shorter floor took

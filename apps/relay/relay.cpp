@@ -191,6 +191,13 @@ Relay::Relay(const RelayConfig& config)
         o.host.congestion_window = config.congestion_window;
         o.host.min_rto_ms = config.min_rto_ms;
         o.host.throttle_reliable_window = config.throttle_window;
+        o.host.verify_before_peer = config.verify_before_peer;
+        o.host.half_open_capacity = config.half_open_capacity;
+        o.host.half_open_timeout_ms = config.half_open_timeout_ms;
+        o.host.connect_rate_per_address = config.connect_rate_per_address;
+        o.host.connect_burst_per_address = config.connect_burst_per_address;
+        o.host.connect_rate_per_prefix = config.connect_rate_per_prefix;
+        o.host.connect_burst_per_prefix = config.connect_burst_per_prefix;
         o.cross_ring_limit = config.ring_limit;
         return o;
       }()) {
@@ -881,6 +888,33 @@ std::string Relay::metrics_text() const {
             "Reliable commands found lost because later ones were acknowledged (resent before "
             "their timeout).",
             [&](std::size_t i) { return group_.counters(i).fast_retransmits; });
+  per_shard("tern_relay_half_open", "gauge", "Half-open handshakes held now (gauge).",
+            [&](std::size_t i) { return group_.counters(i).half_open; });
+  per_shard("tern_relay_half_open_created_total", "counter",
+            "CONNECTs from unknown sources given a half-open entry.",
+            [&](std::size_t i) { return group_.counters(i).half_open_created; });
+  per_shard("tern_relay_half_open_evicted_total", "counter",
+            "Half-open entries pushed out by newer ones.",
+            [&](std::size_t i) { return group_.counters(i).half_open_evicted; });
+  per_shard("tern_relay_cookies_sent_total", "counter",
+            "VERIFY_CONNECTs sent to unverified sources.",
+            [&](std::size_t i) { return group_.counters(i).cookies_sent; });
+  per_shard("tern_relay_cookies_invalid_total", "counter",
+            "Acks of a VERIFY_CONNECT with the wrong cookie.",
+            [&](std::size_t i) { return group_.counters(i).cookies_invalid; });
+  per_shard("tern_relay_cookies_expired_total", "counter",
+            "Datagrams for a handshake past its timeout.",
+            [&](std::size_t i) { return group_.counters(i).cookies_expired; });
+  per_shard("tern_relay_amplification_capped_total", "counter",
+            "Replies not sent: more than the unverified source sent.",
+            [&](std::size_t i) { return group_.counters(i).amplification_capped; });
+  per_shard("tern_relay_peers_promoted_total", "counter", "Handshakes acknowledged: peers made.",
+            [&](std::size_t i) { return group_.counters(i).peers_promoted; });
+  per_shard("tern_relay_unverified_bytes_in_total", "counter",
+            "Bytes from sources not yet verified.",
+            [&](std::size_t i) { return group_.counters(i).unverified_bytes_in; });
+  per_shard("tern_relay_unverified_bytes_out_total", "counter", "Bytes sent to them.",
+            [&](std::size_t i) { return group_.counters(i).unverified_bytes_out; });
   per_shard("tern_relay_peer_timeouts_total", "counter",
             "Clients disconnected because they stopped acknowledging.",
             [&](std::size_t i) { return group_.counters(i).timeouts; });

@@ -57,6 +57,9 @@ proto::HostConfig to_config(const HostOptions& o, std::uint64_t seed) {
   c.redundancy_max_k = o.redundancy_max_k;
   c.redundancy_budget_percent = o.redundancy_budget_percent;
   c.redundancy_ack_repeats = o.redundancy_ack_repeats;
+  c.verify_before_peer = o.verify_before_peer;
+  c.half_open_capacity = o.half_open_capacity;
+  c.half_open_timeout_ms = o.half_open_timeout_ms;
   c.random_seed = seed;
   return c;
 }
@@ -304,6 +307,13 @@ std::size_t Host::peer_count() const {
   return impl_->kcp_ ? impl_->kcp_->session_count() : impl_->core_.peer_count();
 }
 
+void Host::ban(const Endpoint& address, std::chrono::milliseconds duration) {
+  const auto us = static_cast<std::uint64_t>(duration.count()) * 1000;
+  impl_->core_.ban(address, impl_->clock_.now_us() + us);
+}
+
+void Host::unban(const Endpoint& address) { impl_->core_.unban(address); }
+
 HostStats Host::stats() const {
   if (impl_->kcp_) {
     const proto::kcp::KcpCounters& c = impl_->kcp_->counters();
@@ -350,6 +360,13 @@ HostStats Host::stats() const {
   s.dropped = c.drops.total();
   s.peers = impl_->core_.peer_count();
   s.buffered_bytes = c.buffered_bytes;
+  s.half_open = c.half_open;
+  s.half_open_created = c.half_open_created;
+  s.cookies_sent = c.cookies_sent;
+  s.peers_promoted = c.peers_promoted;
+  s.amplification_capped = c.amplification_capped;
+  s.unverified_bytes_in = c.unverified_bytes_in;
+  s.unverified_bytes_out = c.unverified_bytes_out;
   for (std::size_t i = 0; i < proto::kDropCount; ++i) {
     if (c.drops.by_reason[i] != 0) {
       s.drops_by_reason.emplace_back(proto::drop_name(static_cast<proto::Drop>(i)),

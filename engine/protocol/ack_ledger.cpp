@@ -82,6 +82,13 @@ inline Cmd HostCore::Impl::remove_acked(Peer& p, OutCmd* found) {
 
 inline Handled HostCore::Impl::handle_acknowledge(Peer& p, const Command& cmd) {
   if (p.state == PeerState::disconnected || p.state == PeerState::zombie) return Handled::ok;
+  // A late ack of another VERIFY_CONNECT (or probe) of this connection's handshake: its sent
+  // time was a cookie, not a time (handshake.cpp). After 65,535 system commands, sequence 1
+  // is in flight again and its ack is taken as any other.
+  if (config.verify_before_peer && p.accepted && cmd.channel_id == kSystemChannel &&
+      cmd.ack.received_reliable_seq == 1 && find_unacked(p, kSystemChannel, 1) == nullptr) {
+    return Handled::ok;
+  }
   if (!take_rtt_sample(p, cmd.ack.received_sent_time)) return Handled::ok;
   const Cmd acked = remove_sent_reliable(p, cmd.ack.received_reliable_seq, cmd.channel_id);
   if (acked == Cmd::none) counters.drops.add(Drop::unexpected_ack);

@@ -4,12 +4,14 @@
 #pragma once
 
 #include "event_ring.hpp"
+#include "half_open.hpp"
 #include "host_core.hpp"
 #include "intrusive.hpp"
 #include "peer_table.hpp"
 #include "pointer_index.hpp"
 #include "records.hpp"
 #include "release_batch.hpp"
+#include "source_guard.hpp"
 #include "timer_wheel.hpp"
 #include "wire.hpp"
 
@@ -57,6 +59,8 @@ struct HostCore::Impl {
   base::TimerWheel timers;
   std::vector<Farewell> farewells;
   std::vector<Peer*> throttle_scratch;
+  HalfOpenTable half_open;  // handshakes not yet acknowledged (handshake.cpp)
+  SourceGuard guard;        // connect rates and bans per source (handshake.cpp)
 
   // Routing keys (peer_directory.cpp).
   static constexpr std::uint16_t kIdentityKey = 0x8000;
@@ -284,6 +288,8 @@ struct HostCore::Impl {
   std::uint16_t free_peer_id(const Endpoint& address, std::uint16_t preferred) const;
   Peer* find_accepted(const Endpoint& address, std::uint16_t client_index);
   Peer* allocate_peer(const Endpoint& address, std::uint16_t preferred);
+  Peer* take_slot(const Endpoint& address, std::uint16_t peer_id);
+  std::uint16_t predicted_peer_id(const Endpoint& address, std::uint16_t preferred) const;
   void key_accepted(Peer& p);
   void erase_key(const base::PeerKey& key, std::uint32_t slot);
   void set_state(Peer& p, PeerState s);
@@ -302,6 +308,20 @@ struct HostCore::Impl {
   Handled handle_verify_connect(Peer& p, const Command& cmd, Drop& why);
   PeerHandle connect(std::uint64_t now_us, const Endpoint& to, std::size_t channel_count,
                      std::uint32_t data);
+  // Before return routability (WIRE.md, "Handshake under attack").
+  void stranger_datagram(const Endpoint& from, const DecodedHeader& dh,
+                         std::span<const std::byte> bytes);
+  HalfOpen* half_open_set(const Endpoint& from, std::uint16_t peer_id);
+  bool id_clashes(const Endpoint& from, std::uint16_t peer_id);
+  std::uint64_t source_hash(const Endpoint& key) const;
+  bool refused_source(const Endpoint& from, bool connect);
+  bool expired(const HalfOpen& e) const;
+  void open_half(const Endpoint& from, const Connect& c, std::uint32_t features, std::size_t bytes);
+  void send_cookie(HalfOpen& e);
+  void send_probe(HalfOpen& e);
+  Peer* unverified_datagram(const Endpoint& from, const DecodedHeader& dh,
+                            std::span<const std::byte> bytes, bool& skip_ack);
+  Peer* promote(HalfOpen& e);
 
   // ---- disconnect.cpp: disconnects: requested, received, immediate, after the queue drains;
   // farewells --------------------------------------------------
@@ -506,7 +526,7 @@ struct HostCore::Impl {
 
   // ---- host_core.cpp: orchestration ---------------------------------------------------
   void on_datagram(std::uint64_t now_us, const Endpoint& from, std::span<const std::byte> bytes);
-  Peer* route_datagram(const Endpoint& from, const Header& header);
+  Peer* route_datagram(const Endpoint& from, const Header& header, Drop& why);
   void after_datagram(Peer& p);
   bool holds_acks(const Peer& p) const;
   void prefetch_dirty(std::size_t at);

@@ -39,7 +39,12 @@ namespace tern::proto {
   X(throttled, "unreliable message dropped by the packet throttle")                    \
   X(over_limit, "unreliable message over the peer's intake rate or bandwidth")         \
   X(unexpected_ack, "acknowledgement for nothing in flight")                            \
-  X(extension_not_agreed, "Tern extension command from a peer that did not agree to it")
+  X(extension_not_agreed, "Tern extension command from a peer that did not agree to it") \
+  X(unverified, "datagram from a source that has not acknowledged our VERIFY_CONNECT")  \
+  X(invalid_cookie, "acknowledgement of a VERIFY_CONNECT with the wrong cookie")       \
+  X(expired_cookie, "datagram for a handshake past HostConfig::half_open_timeout_ms") \
+  X(rate_limited, "connect over its source's or prefix's connect rate")                \
+  X(banned, "handshake datagram from a banned address")
 // clang-format on
 
 enum class Drop : std::uint8_t { TERN_DROP_REASONS(TERN_DROP_ENUMERATOR) count_ };

@@ -136,6 +136,360 @@ inline Peer* HostCore::Impl::handle_connect(const Endpoint& from, const Command&
   return &p;
 }
 
+// ---- before return routability (WIRE.md, "Handshake under attack") ------------------------
+//
+// A CONNECT from a source we have no peer for takes no peer slot: what it asked for goes into
+// a bounded table (half_open.hpp) and the source gets a VERIFY_CONNECT whose header sent time
+// is a random cookie. Only its acknowledgement of that VERIFY_CONNECT, from the same address
+// and port, naming the peer ID and session we gave and echoing the cookie, makes a peer. A
+// source that never reads what we send (a forged address) never has the cookie.
+
+// Entries are found by what the client's answer carries: its address and port, and the peer
+// ID we gave it.
+inline HalfOpen* HostCore::Impl::half_open_set(const Endpoint& from, std::uint16_t peer_id) {
+  return half_open.set_for(by_address.hash(base::PeerKey(from, kIdentityKey | peer_id)));
+}
+
+inline bool HostCore::Impl::id_clashes(const Endpoint& from, std::uint16_t peer_id) {
+  const HalfOpen* set = half_open_set(from, peer_id);
+  for (std::size_t i = 0; i < HalfOpenTable::kWays; ++i) {
+    if (set[i].used() && !expired(set[i]) && set[i].address == from && set[i].peer_id == peer_id) {
+      return true;
+    }
+  }
+  return false;
+}
+
+inline bool HostCore::Impl::expired(const HalfOpen& e) const {
+  return now_ms - e.created_ms > config.half_open_timeout_ms;
+}
+
+inline std::uint64_t HostCore::Impl::source_hash(const Endpoint& key) const {
+  return by_address.hash(base::PeerKey(key, 0x7FFF));
+}
+
+// Bans, then (for a CONNECT) the per-address and per-prefix buckets; true: drop, counted.
+inline bool HostCore::Impl::refused_source(const Endpoint& from, bool connect) {
+  if (guard.has_bans()) {
+    const Endpoint a = SourceGuard::address_of(from);
+    if (guard.banned(a, source_hash(a), now_ms)) {
+      ++counters.connects_banned;
+      counters.drops.add(Drop::banned);
+      return true;
+    }
+  }
+  if (!connect) return false;
+  bool pass = true;
+  if (config.connect_rate_per_address > 0) {
+    const Endpoint a = SourceGuard::address_of(from);
+    pass = guard.take(a, source_hash(a), now_ms, config.connect_rate_per_address,
+                      config.connect_burst_per_address, config.source_table_capacity);
+  }
+  if (pass && config.connect_rate_per_prefix > 0) {
+    const Endpoint p = SourceGuard::prefix_of(from);
+    pass = guard.take(p, source_hash(p), now_ms, config.connect_rate_per_prefix,
+                      config.connect_burst_per_prefix, config.source_table_capacity);
+  }
+  if (pass) return false;
+  ++counters.connects_rate_limited;
+  counters.drops.add(Drop::rate_limited);
+  return true;
+}
+
+// A datagram without a peer ID: it may only open a connection. Its CONNECT (and the Tern
+// hello after it) is answered without a peer; nothing else in it is read.
+inline void HostCore::Impl::stranger_datagram(const Endpoint& from, const DecodedHeader& dh,
+                                              std::span<const std::byte> bytes) {
+  if (config.checksum && !verify_checksum(bytes, dh, 0)) {
+    counters.drops.add(Drop::bad_checksum);
+    return;
+  }
+  CommandDecoder decoder(bytes, dh.size);
+  Command cmd;
+  Drop why = Drop::count_;
+  if (!decoder.next(cmd, why)) {
+    if (!decoder.at_end()) counters.drops.add(why);
+    return;
+  }
+  ++counters.commands_in;
+  if (cmd.type() != Cmd::connect) {
+    counters.drops.add(Drop::unknown_peer);
+    return;
+  }
+  if (refused_source(from, true)) return;
+  const Connect c = cmd.connect;
+  if (c.channel_count < kMinChannelCount || c.channel_count > kMaxChannelCount ||
+      c.outgoing_peer_id >= kMaxPeerId) {
+    counters.drops.add(Drop::bad_handshake);
+    return;
+  }
+  std::uint32_t features = 0;
+  if (decoder.next(cmd, why)) {
+    ++counters.commands_in;
+    if (cmd.type() == Cmd::tern_hello) features = cmd.hello.features & understood_features();
+  }
+  // A CONNECT that reached us twice, the second after its connection came up. One with a new
+  // connect ID (a restarted client) replaces the connection only once it is acknowledged:
+  // a forged one must not end an established peer.
+  if (const Peer* old = find_accepted(from, c.outgoing_peer_id);
+      old != nullptr && old->outgoing_peer_id == c.outgoing_peer_id &&
+      old->state != PeerState::connecting && old->connect_id == c.connect_id) {
+    counters.drops.add(Drop::duplicate);
+    return;
+  }
+  if (peer_count >= config.peer_limit) {
+    counters.drops.add(Drop::peer_limit);
+    return;
+  }
+  open_half(from, c, features, bytes.size());
+}
+
+// A retransmitted CONNECT gets an entry and a VERIFY_CONNECT of its own: whichever the client
+// acknowledges first makes the connection, and the others find it there (promote()).
+inline void HostCore::Impl::open_half(const Endpoint& from, const Connect& c,
+                                      std::uint32_t features, std::size_t bytes) {
+  if (!half_open.allocated()) half_open.allocate(config.half_open_capacity);
+  counters.unverified_bytes_in += bytes;
+  // The ID the slot it will most likely take carries, so that its datagrams find it by
+  // indexing. When one of this source's handshakes has it already (a client opening several
+  // connections at once), the client's own index, distinct among its connections, then IDs
+  // at random.
+  std::uint16_t id = predicted_peer_id(from, c.outgoing_peer_id);
+  for (int tries = 0; id != kMaxPeerId && id_clashes(from, id); ++tries) {
+    const auto hint =
+        static_cast<std::uint16_t>(tries == 0 ? c.outgoing_peer_id : random_u32() % kMaxPeerId);
+    id = tries < 8 ? free_peer_id(from, hint) : kMaxPeerId;
+  }
+  if (id == kMaxPeerId) {
+    counters.drops.add(Drop::peer_limit);
+    return;
+  }
+  bool evicted = false;
+  HalfOpen& h = half_open.claim(half_open_set(from, id), evicted);
+  if (evicted) ++counters.half_open_evicted;
+  ++counters.half_open_created;
+  counters.half_open = half_open.size();
+  h = HalfOpen{};
+  h.address = from;
+  h.peer_id = id;
+  h.bytes_in = static_cast<std::uint32_t>(std::min<std::size_t>(bytes, kMaxMtu));
+  h.created_ms = std::max<std::uint64_t>(now_ms, 1);
+  h.features = features;
+  h.connect = c;
+  h.connect.channel_count = std::min(c.channel_count, config.channel_limit);
+  h.connect.mtu = std::min(config.mtu, std::clamp(c.mtu, kMinMtu, kMaxMtu));
+  std::uint32_t window = config.incoming_bandwidth == 0
+                             ? kMaxWindowSize
+                             : (config.incoming_bandwidth / kWindowSizeScale) * kMinWindowSize;
+  window = std::min(window, c.window_size);
+  h.window = std::clamp(window, kMinWindowSize, kMaxWindowSize);
+  // Sessions as ENet picks them for the slot; the cookie from the PRNG and the keyed hash.
+  const bool reused = id < slots.size() && slots[id].state == PeerState::disconnected;
+  h.out_session = next_session(c.incoming_session, reused ? slots[id].outgoing_session : 0xFF);
+  h.in_session = next_session(c.outgoing_session, reused ? slots[id].incoming_session : 0xFF);
+  h.cookie = static_cast<std::uint16_t>(
+      random_u32() ^
+      by_address.hash(base::PeerKey(from, static_cast<std::uint16_t>(c.connect_id))));
+  send_cookie(h);
+}
+
+// The VERIFY_CONNECT (and hello) for a handshake, unless it would take the bytes sent to the
+// source past what it sent us.
+inline void HostCore::Impl::send_cookie(HalfOpen& e) {
+  const std::size_t size = header_size(true, config.checksum) + command_size(Cmd::verify_connect) +
+                           (e.features != 0 ? kHelloSize : 0);
+  if (e.bytes_out + size > e.bytes_in) {
+    ++counters.amplification_capped;
+    return;
+  }
+  if (farewells.size() >= half_open.capacity()) {
+    ++counters.replies_dropped;
+    return;
+  }
+  Command cmd;
+  cmd.command = static_cast<std::uint8_t>(Cmd::verify_connect) | kFlagAcknowledge;
+  cmd.channel_id = kSystemChannel;
+  cmd.reliable_seq = 1;  // the first reliable command of the connection, as a peer's would be
+  Connect& c = cmd.connect;
+  c = e.connect;
+  c.outgoing_peer_id = e.peer_id;
+  c.incoming_session = e.out_session;
+  c.outgoing_session = e.in_session;
+  c.window_size = e.window;
+  c.incoming_bandwidth = config.incoming_bandwidth;
+  c.outgoing_bandwidth = config.outgoing_bandwidth;
+  Farewell f;
+  f.to = e.address;
+  Header h;
+  h.peer_id = e.connect.outgoing_peer_id;
+  h.session = e.out_session;
+  h.has_sent_time = true;
+  h.sent_time = e.cookie;
+  std::size_t n = encode_header(f.bytes, h, config.checksum);
+  n += encode_command(std::span<std::byte>(f.bytes).subspan(n), cmd);
+  if (e.features != 0) {
+    // The answer a peer that agreed to them would give (handle_hello, agreed_features).
+    Peer agreed;
+    on_features_agreed(agreed, e.features);
+    Command hello;
+    hello.command = static_cast<std::uint8_t>(Cmd::tern_hello);
+    hello.channel_id = kSystemChannel;
+    hello.hello.features = agreed_features(agreed);
+    n += encode_command(std::span<std::byte>(f.bytes).subspan(n), hello);
+  }
+  f.size = static_cast<std::uint32_t>(n);
+  if (config.checksum) {
+    write_checksum(std::span<std::byte>(f.bytes.data(), n), 4, e.connect.connect_id);
+  }
+  farewells.push_back(f);
+  e.bytes_out += f.size;
+  e.cookie_ms = now_ms;
+  ++counters.cookies_sent;
+  counters.unverified_bytes_out += f.size;
+}
+
+inline void HostCore::Impl::send_probe(HalfOpen& e) {
+  const std::size_t size = header_size(true, config.checksum) + command_size(Cmd::ping);
+  if (e.bytes_out + size > e.bytes_in) {
+    ++counters.amplification_capped;
+    return;
+  }
+  if (farewells.size() >= half_open.capacity()) {
+    ++counters.replies_dropped;
+    return;
+  }
+  Command cmd;
+  cmd.command = static_cast<std::uint8_t>(Cmd::ping) | kFlagAcknowledge;
+  cmd.channel_id = kSystemChannel;
+  cmd.reliable_seq = 1;
+  Farewell f;
+  f.to = e.address;
+  Header h;
+  h.peer_id = e.connect.outgoing_peer_id;
+  h.session = e.out_session;
+  h.has_sent_time = true;
+  h.sent_time = e.cookie;
+  std::size_t n = encode_header(f.bytes, h, config.checksum);
+  n += encode_command(std::span<std::byte>(f.bytes).subspan(n), cmd);
+  f.size = static_cast<std::uint32_t>(n);
+  if (config.checksum) {
+    write_checksum(std::span<std::byte>(f.bytes.data(), n), 4, e.connect.connect_id);
+  }
+  farewells.push_back(f);
+  e.bytes_out += f.size;
+  ++counters.cookies_sent;
+  counters.unverified_bytes_out += f.size;
+}
+
+// A datagram naming a peer ID no connection from its source has: perhaps the answer to a
+// VERIFY_CONNECT. Returns the peer it made, and then skip_ack (the acknowledgement of a
+// VERIFY_CONNECT the peer never queued).
+inline Peer* HostCore::Impl::unverified_datagram(const Endpoint& from, const DecodedHeader& dh,
+                                                 std::span<const std::byte> bytes, bool& skip_ack) {
+  HalfOpen* set = half_open_set(from, dh.header.peer_id);
+  HalfOpen* e = nullptr;
+  for (std::size_t i = 0; i < HalfOpenTable::kWays; ++i) {
+    if (set[i].used() && set[i].address == from && set[i].peer_id == dh.header.peer_id) {
+      e = &set[i];
+    }
+  }
+  if (e == nullptr) {
+    counters.drops.add(Drop::unknown_peer);
+    return nullptr;
+  }
+  if (refused_source(from, false)) return nullptr;
+  counters.unverified_bytes_in += bytes.size();
+  if (expired(*e)) {
+    ++counters.cookies_expired;
+    counters.drops.add(Drop::expired_cookie);
+    half_open.release(*e);
+    counters.half_open = half_open.size();
+    return nullptr;
+  }
+  e->bytes_in += static_cast<std::uint32_t>(std::min<std::size_t>(bytes.size(), kMaxMtu));
+  if (dh.header.session != e->in_session) {
+    counters.drops.add(Drop::bad_session);
+    return nullptr;
+  }
+  if (config.checksum && !verify_checksum(bytes, dh, e->connect.connect_id)) {
+    counters.drops.add(Drop::bad_checksum);
+    return nullptr;
+  }
+  CommandDecoder decoder(bytes, dh.size);
+  Command cmd;
+  Drop why = Drop::count_;
+  while (decoder.next(cmd, why)) {
+    if (cmd.type() != Cmd::acknowledge || cmd.channel_id != kSystemChannel ||
+        cmd.ack.received_reliable_seq != 1) {
+      continue;
+    }
+    if (cmd.ack.received_sent_time != e->cookie) {
+      ++counters.cookies_invalid;
+      counters.drops.add(Drop::invalid_cookie);
+      return nullptr;
+    }
+    Peer* p = promote(*e);
+    skip_ack = p != nullptr;
+    return p;
+  }
+  // It has our VERIFY_CONNECT (it names the ID and session we gave) but its ack was lost, and
+  // an ENet client does not resend acks: a PING carrying the cookie, as the VERIFY_CONNECT's
+  // sequence number, for it to acknowledge. At 8 bytes, the datagram that prompts it pays.
+  counters.drops.add(Drop::unverified);
+  send_probe(*e);
+  return nullptr;
+}
+
+// The handshake acknowledged: the connection it asked for, as handle_connect would have made
+// it, up at once (ENet's server is connected on that same ack).
+inline Peer* HostCore::Impl::promote(HalfOpen& e) {
+  const HalfOpen h = e;
+  half_open.release(e);
+  counters.half_open = half_open.size();
+  const Connect& c = h.connect;
+  if (Peer* old = find_accepted(h.address, c.outgoing_peer_id)) {
+    if (old->outgoing_peer_id == c.outgoing_peer_id && old->state != PeerState::connecting) {
+      if (old->connect_id == c.connect_id) {  // another VERIFY_CONNECT of that handshake
+        counters.drops.add(Drop::duplicate);
+        return nullptr;
+      }
+      if (old->app_knows) emit_disconnect(*old, DisconnectReason::replaced, 0);
+      if (old->connected_like()) recalculate_bandwidth_limits = true;
+      reset_peer(*old);
+    }
+  }
+  if (peer_count >= config.peer_limit) {
+    counters.drops.add(Drop::peer_limit);
+    return nullptr;
+  }
+  if (peer_id_taken(h.address, h.peer_id)) {
+    counters.drops.add(Drop::unknown_peer);
+    return nullptr;
+  }
+  Peer& p = *take_slot(h.address, h.peer_id);
+  reset_channels(p, c.channel_count);
+  p.connect_id = c.connect_id;
+  p.outgoing_peer_id = c.outgoing_peer_id;
+  key_accepted(p);
+  set_bandwidths(p, c.incoming_bandwidth, c.outgoing_bandwidth);
+  set_throttle_settings(p, c.throttle_interval, c.throttle_acceleration, c.throttle_deceleration);
+  p.connect_data = c.data;
+  p.event_data = c.data;
+  p.outgoing_session = h.out_session;
+  p.incoming_session = h.in_session;
+  p.mtu = static_cast<std::uint16_t>(c.mtu);
+  compute_window_from_bandwidth(p);
+  p.outgoing_reliable_seq = 1;  // the VERIFY_CONNECT's
+  if (h.features != 0) {
+    p.hello_agreed = true;
+    on_features_agreed(p, h.features);
+  }
+  take_rtt_sample(p, static_cast<std::uint16_t>(h.cookie_ms));
+  ++counters.peers_promoted;
+  notify_connect(p);
+  return &p;
+}
+
 // enet_protocol_handle_verify_connect (client side).
 inline Handled HostCore::Impl::handle_verify_connect(Peer& p, const Command& cmd, Drop& why) {
   if (p.state != PeerState::connecting) return Handled::ok;

@@ -49,11 +49,24 @@ inline void HostCore::Impl::on_datagram(std::uint64_t now_us, const Endpoint& fr
     return;
   }
   Peer* peer = nullptr;
+  bool skip_ack = false;  // the acknowledgement that just made the peer (handshake.cpp)
   if (dh.header.peer_id != kMaxPeerId) {
-    peer = route_datagram(from, dh.header);
-    if (peer == nullptr) return;
+    peer = route_datagram(from, dh.header, why);
+    if (peer == nullptr) {
+      // Perhaps a handshake's answer: it names the peer ID our VERIFY_CONNECT promised.
+      if (why != Drop::unknown_peer || !half_open.allocated()) {
+        counters.drops.add(why);
+        return;
+      }
+      peer = unverified_datagram(from, dh, bytes, skip_ack);
+      if (peer == nullptr) return;
+    }
+  } else if (config.verify_before_peer) {
+    stranger_datagram(from, dh, bytes);
+    return;
   }
-  if (config.checksum && !verify_checksum(bytes, dh, peer != nullptr ? peer->connect_id : 0)) {
+  if (!skip_ack && config.checksum &&
+      !verify_checksum(bytes, dh, peer != nullptr ? peer->connect_id : 0)) {
     counters.drops.add(Drop::bad_checksum);
     return;
   }
@@ -73,6 +86,10 @@ inline void HostCore::Impl::on_datagram(std::uint64_t now_us, const Endpoint& fr
     const auto number = static_cast<std::size_t>(cmd.type());
     const CommandRule& rule = kCommandRules[number < kCommandNumbers ? number : 0];
     Handled result = Handled::stop;
+    if (skip_ack && cmd.type() == Cmd::acknowledge && cmd.channel_id == kSystemChannel) {
+      skip_ack = false;  // it acknowledged a VERIFY_CONNECT that was never queued
+      continue;
+    }
     if (cmd.type() == Cmd::connect) {
       // It opens a connection: a datagram that already names one cannot carry it.
       if (peer != nullptr) {
@@ -99,18 +116,18 @@ inline void HostCore::Impl::on_datagram(std::uint64_t now_us, const Endpoint& fr
   if (peer != nullptr && peer->state != PeerState::disconnected) after_datagram(*peer);
 }
 
-// The connection a header names, or null (counted) when it names none that may send to us.
+// The connection a header names, or null (why says why) when it names none that may send to us.
 // Address, port and peer ID together name the connection; a datagram whose three do not match
 // one (a forged or stale peer ID included) belongs to none.
-inline Peer* HostCore::Impl::route_datagram(const Endpoint& from, const Header& header) {
+inline Peer* HostCore::Impl::route_datagram(const Endpoint& from, const Header& header, Drop& why) {
   Peer* peer = route(from, header.peer_id);
   if (peer == nullptr || peer->state == PeerState::disconnected ||
       peer->state == PeerState::zombie) {
-    counters.drops.add(Drop::unknown_peer);
+    why = Drop::unknown_peer;
     return nullptr;
   }
   if (peer->outgoing_peer_id < kMaxPeerId && header.session != peer->incoming_session) {
-    counters.drops.add(Drop::bad_session);
+    why = Drop::bad_session;
     return nullptr;
   }
   return peer;
@@ -286,6 +303,21 @@ bool HostCore::intake_held(PeerHandle peer) const {
 std::size_t HostCore::queued_bytes(PeerHandle peer) const {
   const Peer* p = impl_->find(peer);
   return p != nullptr && p->queues != nullptr ? p->queues->queued_bytes : 0;
+}
+
+void HostCore::ban(const Endpoint& address, std::uint64_t until_us) {
+  const Endpoint a = proto::SourceGuard::address_of(address);
+  impl_->guard.ban(a, impl_->source_hash(a), until_us / 1000, impl_->config.ban_capacity);
+}
+
+void HostCore::unban(const Endpoint& address) {
+  const Endpoint a = proto::SourceGuard::address_of(address);
+  impl_->guard.unban(a, impl_->source_hash(a));
+}
+
+bool HostCore::banned(const Endpoint& address, std::uint64_t now_us) const {
+  const Endpoint a = proto::SourceGuard::address_of(address);
+  return impl_->guard.banned(a, impl_->source_hash(a), now_us / 1000);
 }
 
 void HostCore::disconnect(PeerHandle peer, std::uint32_t data) {

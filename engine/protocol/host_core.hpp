@@ -153,7 +153,28 @@ struct HostConfig {
   std::uint32_t throttle_interval_ms = kPacketThrottleInterval;
   std::uint32_t throttle_acceleration = kPacketThrottleAcceleration;
   std::uint32_t throttle_deceleration = kPacketThrottleDeceleration;
-  std::uint64_t random_seed = 0x7465726e;  // connect IDs (xorshift; not a security feature)
+  std::uint64_t random_seed = 0x7465726e;  // connect IDs and handshake cookies
+  // No peer before return routability (WIRE.md, "Handshake under attack"): a CONNECT from an
+  // unknown source is answered with a VERIFY_CONNECT, once per CONNECT and never larger than
+  // what the source sent, and becomes a peer only when the source acknowledges it from the
+  // same address and port. Until then it is one entry of a bounded table (half_open_capacity
+  // entries, the oldest of a set evicted when it is full), expiring after half_open_timeout_ms.
+  // Unmodified ENet clients connect as before. false: ENet's handshake, where every CONNECT
+  // takes a peer slot at once and the VERIFY_CONNECT is resent on a timer.
+  bool verify_before_peer = true;
+  std::size_t half_open_capacity = 65536;
+  std::uint32_t half_open_timeout_ms = 10000;
+  // CONNECTs from unknown sources per second per address (any port) and per prefix (/24 IPv4,
+  // /64 IPv6), each bucket `burst` deep; 0 = no limit (the default). Over either, a CONNECT is
+  // dropped unanswered (Drop::rate_limited). Buckets live in a table of
+  // source_table_capacity entries (the least recently used of a set is reused).
+  double connect_rate_per_address = 0;
+  double connect_burst_per_address = 8;
+  double connect_rate_per_prefix = 0;
+  double connect_burst_per_prefix = 64;
+  std::size_t source_table_capacity = 65536;
+  // Bans (HostCore::ban) held at once; a full set forgets its soonest-ending ban.
+  std::size_t ban_capacity = 16384;
 };
 
 struct HostCounters {
@@ -184,9 +205,23 @@ struct HostCounters {
   std::uint64_t intake_withheld = 0;  // reliable commands kept unacknowledged (hold_intake)
   std::uint64_t intake_refused = 0;   // not even kept: past max_withheld or a new fragment set
   std::uint64_t intake_over_limit =
-      0;                             // reliable messages not acknowledged: intake_rate/_bandwidth
-  std::size_t buffered_bytes = 0;    // incoming data held for reassembly/ordering/delivery
-  std::size_t reassembly_bytes = 0;  // of which incomplete fragment sets
+      0;  // reliable messages not acknowledged: intake_rate/_bandwidth
+  // The handshake under attack (HostConfig::verify_before_peer).
+  std::uint64_t half_open_created = 0;      // CONNECTs from unknown sources given an entry
+  std::uint64_t half_open_evicted = 0;      // entries pushed out by newer ones
+  std::uint64_t cookies_sent = 0;           // VERIFY_CONNECTs sent to unverified sources
+  std::uint64_t cookies_invalid = 0;        // acks naming an entry with the wrong cookie
+  std::uint64_t cookies_expired = 0;        // datagrams for an entry past half_open_timeout_ms
+  std::uint64_t amplification_capped = 0;   // replies not sent: more than the source sent us
+  std::uint64_t connects_rate_limited = 0;  // CONNECTs over a per-source or prefix limit
+  std::uint64_t connects_banned = 0;        // datagrams from banned sources, unanswered
+  std::uint64_t replies_dropped = 0;        // more unconnected replies waiting than kept
+  std::uint64_t peers_promoted = 0;         // entries turned into peers by their ack
+  std::uint64_t unverified_bytes_in = 0;    // from sources while unverified
+  std::uint64_t unverified_bytes_out = 0;   // to them
+  std::size_t half_open = 0;                // entries now
+  std::size_t buffered_bytes = 0;           // incoming data held for reassembly/ordering/delivery
+  std::size_t reassembly_bytes = 0;         // of which incomplete fragment sets
   DropCounters drops;
 };
 
@@ -241,6 +276,11 @@ class HostCore {
   // Graceful: queued data is discarded, a reliable disconnect is sent, and a disconnect event
   // (reason local) follows the acknowledgement or a timeout.
   void disconnect(PeerHandle peer, std::uint32_t data);
+  // Refuses handshakes from `address` (any port) until `until_us` (HostCore time); datagrams of
+  // connections already made from it are not affected (disconnect them to end them).
+  void ban(const Endpoint& address, std::uint64_t until_us);
+  void unban(const Endpoint& address);
+  bool banned(const Endpoint& address, std::uint64_t now_us) const;
   // Sends one unreliable disconnect on the next flush and forgets the peer; no local event.
   void disconnect_now(PeerHandle peer, std::uint32_t data);
   // Disconnects gracefully once all queued outgoing data has been acknowledged.

@@ -8,7 +8,9 @@
 // from their address uses, and a route key (address, ID) in by_address. Connections we
 // accepted are also found by the client's own index, to recognise a retransmitted or
 // restarted CONNECT: through the route key when the ID we gave mirrors that index, else an
-// identity key (address, kIdentityKey | index), which no route key can equal.
+// identity key (address, kIdentityKey | index), which no route key can equal. An accepted
+// connection carries the peer ID its VERIFY_CONNECT promised before it had a slot (WIRE.md,
+// "Handshake under attack"): usually its slot, else a route key too.
 #include "core_impl.hpp"
 
 namespace tern::proto {
@@ -66,12 +68,24 @@ inline Peer* HostCore::Impl::find_accepted(const Endpoint& address, std::uint16_
 // no ID is free.
 inline Peer* HostCore::Impl::allocate_peer(const Endpoint& address, std::uint16_t preferred) {
   if (peer_count >= config.peer_limit) return nullptr;
-  const std::uint32_t next_slot = free_slots.empty() ? slots.size() : free_slots.back();
-  const std::uint16_t peer_id =
-      next_slot < kMaxPeerId && !peer_id_taken(address, static_cast<std::uint16_t>(next_slot))
-          ? static_cast<std::uint16_t>(next_slot)
-          : free_peer_id(address, preferred);
+  const std::uint16_t peer_id = predicted_peer_id(address, preferred);
   if (peer_id == kMaxPeerId) return nullptr;
+  return take_slot(address, peer_id);
+}
+
+// The peer ID allocate_peer would give a connection from `address` now: the next free slot
+// where the field can carry it, else `preferred` or the next free ID; kMaxPeerId when none.
+inline std::uint16_t HostCore::Impl::predicted_peer_id(const Endpoint& address,
+                                                       std::uint16_t preferred) const {
+  const std::uint32_t next_slot = free_slots.empty() ? slots.size() : free_slots.back();
+  return next_slot < kMaxPeerId && !peer_id_taken(address, static_cast<std::uint16_t>(next_slot))
+             ? static_cast<std::uint16_t>(next_slot)
+             : free_peer_id(address, preferred);
+}
+
+// A slot for a connection that will carry `peer_id` (free for `address`): a handshake's
+// VERIFY_CONNECT promised it before the slot was taken, so it need not be the slot's own.
+inline Peer* HostCore::Impl::take_slot(const Endpoint& address, std::uint16_t peer_id) {
   std::uint32_t slot;
   if (!free_slots.empty()) {
     slot = free_slots.back();
@@ -100,7 +114,8 @@ inline Peer* HostCore::Impl::allocate_peer(const Endpoint& address, std::uint16_
 // Called once the client's index is known; see routing above.
 inline void HostCore::Impl::key_accepted(Peer& p) {
   p.accepted = true;
-  if (p.incoming_peer_id == p.slot) {
+  // Not needed only where the route key is (address, client index) itself.
+  if (p.incoming_peer_id == p.slot || p.incoming_peer_id != p.outgoing_peer_id) {
     by_address.insert(base::PeerKey(p.address, kIdentityKey | p.outgoing_peer_id), p.slot);
   }
 }
@@ -129,11 +144,8 @@ inline void HostCore::Impl::reset_peer(Peer& p) {
   if (p.state == PeerState::disconnected) return;
   set_state(p, PeerState::connection_pending);  // leaves connected accounting
   release_blocks(p);
-  if (p.incoming_peer_id != p.slot) {
-    erase_key(base::PeerKey(p.address, p.incoming_peer_id), p.slot);
-  } else if (p.accepted) {
-    erase_key(base::PeerKey(p.address, kIdentityKey | p.outgoing_peer_id), p.slot);
-  }
+  if (p.incoming_peer_id != p.slot) erase_key(base::PeerKey(p.address, p.incoming_peer_id), p.slot);
+  if (p.accepted) erase_key(base::PeerKey(p.address, kIdentityKey | p.outgoing_peer_id), p.slot);
   timers.cancel(p.timer);
   p.state = PeerState::disconnected;
   p.dirty = false;

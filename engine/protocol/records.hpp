@@ -385,7 +385,7 @@ class PeerSlab {
 struct Farewell {
   Endpoint to;
   std::uint32_t size = 0;
-  std::array<std::byte, 32> bytes;
+  std::array<std::byte, 64> bytes;  // a DISCONNECT, or a VERIFY_CONNECT with its hello
 };
 
 // ok: acknowledge it (if it asks) and go on; stop: the rest of the datagram is not read;

@@ -112,7 +112,18 @@ struct ShardCounters {
   std::uint64_t peer_timer_runs = 0;   // peers whose timer fired: the work idle peers cost
   std::uint64_t retransmits = 0;       // reliable commands sent again: loss, or an RTO too short
   std::uint64_t fast_retransmits = 0;  // commands found lost by later acks (fast_retransmit)
-  std::uint64_t timeouts = 0;          // peers disconnected because they stopped answering
+  // The handshake under attack (proto::HostConfig::verify_before_peer; WIRE.md).
+  std::uint64_t half_open = 0;             // half-open handshakes held now (gauge)
+  std::uint64_t half_open_created = 0;     // CONNECTs from unknown sources given a half-open entry
+  std::uint64_t half_open_evicted = 0;     // half-open entries pushed out by newer ones
+  std::uint64_t cookies_sent = 0;          // VERIFY_CONNECTs sent to unverified sources
+  std::uint64_t cookies_invalid = 0;       // acks of a VERIFY_CONNECT with the wrong cookie
+  std::uint64_t cookies_expired = 0;       // datagrams for a handshake past its timeout
+  std::uint64_t amplification_capped = 0;  // replies not sent: more than the unverified source sent
+  std::uint64_t peers_promoted = 0;        // handshakes acknowledged: peers made
+  std::uint64_t unverified_bytes_in = 0;   // bytes from sources not yet verified
+  std::uint64_t unverified_bytes_out = 0;  // bytes sent to them
+  std::uint64_t timeouts = 0;              // peers disconnected because they stopped answering
   // host.intake_rate / intake_bandwidth: reliable messages left unacknowledged (resent later)
   // and unreliable ones dropped.
   std::uint64_t over_limit_refused = 0;

@@ -3,7 +3,7 @@
 #
 #   tests/fuzz/run.sh TARGET SECONDS [libFuzzer options...]
 #
-# TARGET is fuzz_decoder or fuzz_reassembly. The seeds are copied into a work corpus so the
+# TARGET is fuzz_decoder, fuzz_reassembly, fuzz_handshake or fuzz_frame. The seeds are copied into a work corpus so the
 # source tree is never written to; what the fuzzer learns accumulates there across runs.
 #
 # Environment:

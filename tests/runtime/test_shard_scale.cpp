@@ -124,6 +124,21 @@ TEST(ShardScale, TwentyThousandClientsOnTwoShards) {
   const ShardCounters s1 = server.counters(1);
   std::printf("[scale] shard peers: %llu + %llu\n", static_cast<unsigned long long>(s0.peers),
               static_cast<unsigned long long>(s1.peers));
+  {
+    const ShardCounters t = server.total();
+    std::printf(
+        "[scale] handshakes: created %llu, evicted %llu, cookies %llu, capped %llu, "
+        "promoted %llu, half-open %llu, expired %llu, invalid %llu, kernel drops %llu\n",
+        static_cast<unsigned long long>(t.half_open_created),
+        static_cast<unsigned long long>(t.half_open_evicted),
+        static_cast<unsigned long long>(t.cookies_sent),
+        static_cast<unsigned long long>(t.amplification_capped),
+        static_cast<unsigned long long>(t.peers_promoted),
+        static_cast<unsigned long long>(t.half_open),
+        static_cast<unsigned long long>(t.cookies_expired),
+        static_cast<unsigned long long>(t.cookies_invalid),
+        static_cast<unsigned long long>(t.rx_kernel_dropped));
+  }
   EXPECT_EQ(s0.peers + s1.peers, kClients);
   EXPECT_GT(s0.peers, 0u) << "the kernel put every source on shard 1";
   EXPECT_GT(s1.peers, 0u) << "the kernel put every source on shard 0";

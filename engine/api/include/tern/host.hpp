@@ -102,6 +102,13 @@ struct HostOptions {
   std::uint32_t redundancy_max_k = 3;
   std::uint32_t redundancy_budget_percent = 30;
   std::uint32_t redundancy_ack_repeats = 2;
+  // The handshake under attack (proto::HostConfig; WIRE.md, "Handshake under attack"). Under a
+  // flood of R CONNECTs/s a handshake's entry lives about half_open_capacity / R seconds: keep
+  // that above a second, so that a client whose acknowledgement was lost completes with its
+  // first ping (ENet pings after 500 ms).
+  bool verify_before_peer = true;
+  std::size_t half_open_capacity = 65536;
+  std::uint32_t half_open_timeout_ms = 10000;
   // Socket hosts only.
   int socket_receive_buffer = 4 << 20;
   int socket_send_buffer = 4 << 20;
@@ -128,6 +135,14 @@ struct HostStats {
   std::uint64_t dropped = 0;              // sum of drops_by_reason
   std::size_t peers = 0;
   std::size_t buffered_bytes = 0;
+  // Handshakes from sources not yet verified (WIRE.md, "Handshake under attack").
+  std::size_t half_open = 0;               // held now
+  std::uint64_t half_open_created = 0;     // CONNECTs from unknown sources
+  std::uint64_t cookies_sent = 0;          // VERIFY_CONNECTs to them
+  std::uint64_t peers_promoted = 0;        // acknowledged: peers made
+  std::uint64_t amplification_capped = 0;  // replies withheld: more than the source sent
+  std::uint64_t unverified_bytes_in = 0;   // from unverified sources
+  std::uint64_t unverified_bytes_out = 0;  // to them
   std::vector<std::pair<const char*, std::uint64_t>> drops_by_reason;  // non-zero only
 };
 
@@ -151,6 +166,10 @@ class Host {
   SendResult send(PeerHandle peer, std::uint8_t channel, Delivery delivery, Packet payload);
   SendResult send(PeerHandle peer, std::uint8_t channel, Delivery delivery,
                   std::span<const std::byte> payload);
+  // Refuses handshakes from `address` (every port) for `duration`; connections already made
+  // from it stay (disconnect them to end them). See proto::HostCore::ban.
+  void ban(const Endpoint& address, std::chrono::milliseconds duration);
+  void unban(const Endpoint& address);
   void disconnect(PeerHandle peer, std::uint32_t data = 0);
   void disconnect_now(PeerHandle peer, std::uint32_t data = 0);  // sends at once, no local event
   void disconnect_later(PeerHandle peer, std::uint32_t data = 0);

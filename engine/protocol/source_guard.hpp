@@ -1,0 +1,122 @@
+// Per-source CONNECT limits and bans (issue 29 item 3): token buckets per source address and
+// per prefix (/24 IPv4, /64 IPv6), and a ban list with expiry, both in fixed tables taken on
+// first use, in sets of kWays chosen by the caller's keyed hash. They apply to handshakes
+// only: an established connection's datagrams never look here.
+#pragma once
+
+#include <tern/endpoint.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+namespace tern::proto {
+
+class SourceGuard {
+ public:
+  static constexpr std::size_t kWays = 4;
+
+  // The address part of a source (its port zeroed), or its prefix.
+  static Endpoint address_of(const Endpoint& e) {
+    Endpoint a = e;
+    a.port = 0;
+    return a;
+  }
+  static Endpoint prefix_of(const Endpoint& e) {
+    Endpoint a = address_of(e);
+    if (e.is_v4()) {
+      a.addr[15] = 0;  // /24
+    } else {
+      std::fill(a.addr.begin() + 8, a.addr.end(), std::uint8_t{0});  // /64
+    }
+    a.port = 1;  // a prefix key never equals an address key
+    return a;
+  }
+
+  // A token bucket: `rate` per second, `burst` deep. True when it pays for one more CONNECT.
+  bool take(const Endpoint& key, std::uint64_t hash, std::uint64_t now_ms, double rate,
+            double burst, std::size_t capacity) {
+    if (buckets_.empty()) buckets_.assign(sets_for(capacity) * kWays, Bucket{});
+    Bucket* set = &buckets_[(hash % (buckets_.size() / kWays)) * kWays];
+    Bucket* b = nullptr;
+    Bucket* oldest = set;
+    for (std::size_t i = 0; i < kWays; ++i) {
+      if (set[i].last_ms != 0 && set[i].key == key) b = &set[i];
+      if (set[i].last_ms < oldest->last_ms) oldest = &set[i];
+    }
+    if (b == nullptr) {  // a new source, or one forgotten: a full bucket
+      b = oldest;
+      b->key = key;
+      b->tokens = burst;
+    } else {
+      const double seconds = static_cast<double>(now_ms - b->last_ms) / 1000.0;
+      b->tokens = std::min(burst, b->tokens + seconds * rate);
+    }
+    b->last_ms = std::max<std::uint64_t>(now_ms, 1);
+    if (b->tokens < 1) return false;
+    b->tokens -= 1;
+    return true;
+  }
+
+  // Bans the address (any port) until `until_ms`; a full set loses its soonest-ending ban.
+  void ban(const Endpoint& address, std::uint64_t hash, std::uint64_t until_ms,
+           std::size_t capacity) {
+    if (bans_.empty()) bans_.assign(sets_for(capacity) * kWays, Ban{});
+    Ban* set = &bans_[(hash % (bans_.size() / kWays)) * kWays];
+    Ban* slot = set;
+    for (std::size_t i = 0; i < kWays; ++i) {
+      if (set[i].until_ms != 0 && set[i].address == address) {
+        slot = &set[i];
+        break;
+      }
+      if (set[i].until_ms < slot->until_ms) slot = &set[i];
+    }
+    slot->address = address;
+    slot->until_ms = until_ms;
+  }
+
+  void unban(const Endpoint& address, std::uint64_t hash) {
+    if (Ban* b = find_ban(address, hash)) b->until_ms = 0;
+  }
+
+  bool banned(const Endpoint& address, std::uint64_t hash, std::uint64_t now_ms) const {
+    const Ban* b = find_ban(address, hash);
+    return b != nullptr && b->until_ms > now_ms;
+  }
+
+  bool has_bans() const { return !bans_.empty(); }
+
+ private:
+  struct Bucket {
+    Endpoint key;
+    double tokens = 0;
+    std::uint64_t last_ms = 0;  // 0: free
+  };
+  struct Ban {
+    Endpoint address;
+    std::uint64_t until_ms = 0;  // 0: free
+  };
+
+  static std::size_t sets_for(std::size_t capacity) {
+    return std::max<std::size_t>(1, (capacity + kWays - 1) / kWays);
+  }
+
+  Ban* find_ban(const Endpoint& address, std::uint64_t hash) {
+    return const_cast<Ban*>(std::as_const(*this).find_ban(address, hash));
+  }
+  const Ban* find_ban(const Endpoint& address, std::uint64_t hash) const {
+    if (bans_.empty()) return nullptr;
+    const Ban* set = &bans_[(hash % (bans_.size() / kWays)) * kWays];
+    for (std::size_t i = 0; i < kWays; ++i) {
+      if (set[i].until_ms != 0 && set[i].address == address) return &set[i];
+    }
+    return nullptr;
+  }
+
+  std::vector<Bucket> buckets_;
+  std::vector<Ban> bans_;
+};
+
+}  // namespace tern::proto
