@@ -7,8 +7,9 @@
 // --extensions: "none" (plain ENet behaviour), "all", or a comma list of sacks (selective
 // acks), fastrx (fast retransmit), cwnd (congestion window), nothrottle (ENet's throttle does
 // not scale the reliable window), nodelay (KCP's: x1.5 backoff, resend after two later acks,
-// no throttle on the reliable window). Both sides take the same list; only sacks and nodelay
-// show on the wire (in the hello).
+// no throttle on the reliable window), redundancy (copies of what is unacknowledged and
+// repeated ack ranges while loss is measured, within a 30% byte budget). Both sides take the
+// same list; sacks, nodelay and redundancy show on the wire (in the hello).
 //
 // Messages (warm-up ones too), the receiver's JSON report and the ending are those of
 // perf/reference/enet_loss_peer.c, whose header describes them, so that the three stacks are
@@ -43,7 +44,8 @@ constexpr const char* kUsage =
     "       tern-loss-peer send --connect HOST:PORT --workload game|bulk [--hz N]\n"
     "                           [--duration S] [--warmup S] [--size B] [--bytes N] [--channels N]\n"
     "                           [--extensions LIST] [--timeout S]\n"
-    "  LIST: none, all, or a comma list of sacks, fastrx, cwnd, nothrottle, nodelay\n";
+    "  LIST: none, all, or a comma list of sacks, fastrx, cwnd, nothrottle, nodelay,\n"
+    "        redundancy\n";
 
 // CLOCK_MONOTONIC as the other peers stamp: one machine, so now minus the stamp is one-way.
 std::uint64_t now_ns() {
@@ -73,12 +75,12 @@ struct Options {
 };
 
 bool parse_extensions(const std::string& list, tern::HostOptions& h) {
-  h.selective_acks = h.fast_retransmit = h.congestion_window = h.nodelay = false;
+  h.selective_acks = h.fast_retransmit = h.congestion_window = h.nodelay = h.redundancy = false;
   h.delivery_modes = false;  // not used here: no hello unless an extension asks for one
   h.throttle_reliable_window = true;
   if (list == "none") return true;
   if (list == "all") {
-    h.selective_acks = h.fast_retransmit = h.congestion_window = h.nodelay = true;
+    h.selective_acks = h.fast_retransmit = h.congestion_window = h.nodelay = h.redundancy = true;
     return true;
   }
   std::string_view rest = list;
@@ -96,6 +98,8 @@ bool parse_extensions(const std::string& list, tern::HostOptions& h) {
       h.throttle_reliable_window = false;
     } else if (item == "nodelay") {
       h.nodelay = true;
+    } else if (item == "redundancy") {
+      h.redundancy = true;
     } else {
       return false;
     }
