@@ -10,13 +10,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <string_view>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 namespace tern::apitest {
@@ -50,6 +50,7 @@ struct Pair {
   Endpoint server_at, client_at;
   PeerHandle at_client, at_server;  // the server as the client sees it, and the reverse
   std::vector<Event> server_events, client_events;
+  std::vector<std::uint64_t> server_times;  // when each of server_events was taken
   bool up = false;
 };
 
@@ -79,7 +80,10 @@ class SimPairs : public ::testing::Test {
     std::uint64_t next = net_.next_delivery_us();
     for (auto& p : pairs_) {
       Event ev;
-      while (p->server->service(ev, 0us)) p->server_events.push_back(std::move(ev));
+      while (p->server->service(ev, 0us)) {
+        p->server_events.push_back(std::move(ev));
+        p->server_times.push_back(net_.now_us());
+      }
       while (p->client->service(ev, 0us)) p->client_events.push_back(std::move(ev));
       next = std::min({next, p->server->next_deadline_us(), p->client->next_deadline_us()});
     }
@@ -132,6 +136,7 @@ class SimPairs : public ::testing::Test {
       p->at_server = find(p->server_events, EventType::connect)->peer;
       p->client_events.clear();
       p->server_events.clear();
+      p->server_times.clear();
       p->up = true;
     }
     run_for(2'000'000);  // RTT samples from a few pings
@@ -145,8 +150,12 @@ class SimPairs : public ::testing::Test {
 
   // Messages the server received, per channel, in order of arrival.
   static std::vector<std::uint32_t> received(const Pair& p, std::uint8_t channel) {
+    return received_by(p.server_events, channel);
+  }
+  static std::vector<std::uint32_t> received_by(const std::vector<Event>& events,
+                                                std::uint8_t channel) {
     std::vector<std::uint32_t> out;
-    for (const auto& e : p.server_events) {
+    for (const auto& e : events) {
       if (e.type == EventType::receive && e.channel == channel) {
         out.push_back(index_of(e.packet.bytes()));
       }
