@@ -461,6 +461,7 @@ struct HostCore::Impl {
   std::uint32_t local_features() const;
   std::uint32_t understood_features() const;
   std::uint32_t agreed_features(const Peer& p) const;
+  std::uint32_t answer_features(std::uint32_t agreed) const;
   void on_features_agreed(Peer& p, std::uint32_t agreed);
   static constexpr void install_extension_commands(CommandRules& rules);
   void on_reliable_acked(PeerQueues& q, const OutCmd& c);

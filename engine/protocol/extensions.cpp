@@ -27,6 +27,16 @@ inline std::uint32_t HostCore::Impl::agreed_features(const Peer& p) const {
          redundancy_agreed(p);
 }
 
+// What agreed_features names for a connection once on_features_agreed took `agreed`, without a
+// peer to set: the half-open handshake answers before there is one, and agreeing has effects
+// (redundancy takes a PeerExtra block) that a stand-in peer would leak once per CONNECT.
+inline std::uint32_t HostCore::Impl::answer_features(std::uint32_t agreed) const {
+  std::uint32_t out = agreed & (kFeatureSelectiveAcks | kFeatureDeliveryModes);
+  if ((agreed & kFeatureNodelay) != 0 || config.nodelay) out |= kFeatureNodelay;
+  if (config.redundancy && (agreed & kFeatureRedundancy) != 0) out |= kFeatureRedundancy;
+  return out;
+}
+
 inline void HostCore::Impl::on_features_agreed(Peer& p, std::uint32_t agreed) {
   selective_acks_on_agreed(p, agreed);
   nodelay_on_agreed(p, agreed);

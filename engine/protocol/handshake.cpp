@@ -329,12 +329,10 @@ inline void HostCore::Impl::send_cookie(HalfOpen& e) {
   n += encode_command(std::span<std::byte>(f.bytes).subspan(n), cmd);
   if (e.features != 0) {
     // The answer a peer that agreed to them would give (handle_hello, agreed_features).
-    Peer agreed;
-    on_features_agreed(agreed, e.features);
     Command hello;
     hello.command = static_cast<std::uint8_t>(Cmd::tern_hello);
     hello.channel_id = kSystemChannel;
-    hello.hello.features = agreed_features(agreed);
+    hello.hello.features = answer_features(e.features);
     n += encode_command(std::span<std::byte>(f.bytes).subspan(n), hello);
   }
   f.size = static_cast<std::uint32_t>(n);
