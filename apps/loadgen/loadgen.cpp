@@ -357,7 +357,8 @@ void on_event(Lane& lane, rt::Shard& shard, tern::Event& ev) {
         }
       }
       break;
-    case tern::EventType::none: break;
+    case tern::EventType::none:
+    case tern::EventType::receipt: break;  // never asked for here
   }
 }
 

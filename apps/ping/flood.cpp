@@ -190,7 +190,8 @@ void on_event(Flood& f, rt::Shard& shard, tern::Event& ev) {
         fs.last_reason.store(static_cast<std::uint8_t>(ev.reason), std::memory_order_relaxed);
       }
       break;
-    case tern::EventType::none: break;
+    case tern::EventType::none:
+    case tern::EventType::receipt: break;  // never asked for here
   }
 }
 

@@ -65,7 +65,8 @@ int run_server(const ServeConfig& config) {
         if (ev.reason == tern::DisconnectReason::timeout) ++st.timeouts;
         st.retransmits = shard.retransmits();
         break;
-      case tern::EventType::none: break;
+      case tern::EventType::none:
+      case tern::EventType::receipt: break;  // never asked for here
     }
   });
 

@@ -60,6 +60,7 @@ int to_c(tern::SendResult r) {
     case tern::SendResult::bad_channel: return TERN_ERROR_BAD_CHANNEL;
     case tern::SendResult::too_large: return TERN_ERROR_TOO_LARGE;
     case tern::SendResult::queue_full: return TERN_ERROR_QUEUE_FULL;
+    case tern::SendResult::not_reliable: return TERN_ERROR_INVALID_ARGUMENT;
   }
   return TERN_ERROR;
 }
@@ -130,6 +131,7 @@ void to_c(tern_host& h, tern::Event& ev, tern_event& out) {
 
 static_assert(static_cast<int>(tern::EventType::receive) == TERN_EVENT_RECEIVE);
 static_assert(static_cast<int>(tern::EventType::disconnect) == TERN_EVENT_DISCONNECT);
+static_assert(static_cast<int>(tern::EventType::receipt) == TERN_EVENT_RECEIPT);
 static_assert(static_cast<int>(tern::DisconnectReason::evicted) == TERN_REASON_EVICTED);
 static_assert(static_cast<int>(tern::PeerState::zombie) == TERN_PEER_ZOMBIE);
 
@@ -300,6 +302,26 @@ int tern_peer_send(tern_host* host, tern_peer peer, uint8_t channel, const void*
     return TERN_ERROR_NO_MEMORY;
   } catch (...) {
     set_error(host, "send: failed");
+    return TERN_ERROR;
+  }
+}
+
+int tern_peer_send_with_receipt(tern_host* host, tern_peer peer, uint8_t channel, const void* data,
+                                size_t length, uint32_t receipt) {
+  if (host == nullptr || (data == nullptr && length != 0)) return TERN_ERROR_INVALID_ARGUMENT;
+  try {
+    const int r =
+        to_c(host->host->send_with_receipt(to_cpp(peer), channel, tern::Delivery::reliable,
+                                           tern::Packet::copy_of(std::span<const std::byte>(
+                                               static_cast<const std::byte*>(data), length)),
+                                           receipt));
+    if (r != TERN_OK) set_error(host, "send_with_receipt: refused (see the result)");
+    return r;
+  } catch (const std::bad_alloc&) {
+    set_error(host, "send_with_receipt: out of memory");
+    return TERN_ERROR_NO_MEMORY;
+  } catch (...) {
+    set_error(host, "send_with_receipt: failed");
     return TERN_ERROR;
   }
 }

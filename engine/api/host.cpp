@@ -247,6 +247,12 @@ SendResult Host::send(PeerHandle peer, std::uint8_t channel, Delivery delivery,
   return impl_->core_.send(peer, channel, delivery, payload);
 }
 
+SendResult Host::send_with_receipt(PeerHandle peer, std::uint8_t channel, Delivery delivery,
+                                   Packet payload, std::uint32_t receipt) {
+  if (impl_->kcp_) return SendResult::not_reliable;
+  return impl_->core_.send_with_receipt(peer, channel, delivery, std::move(payload), receipt);
+}
+
 void Host::disconnect(PeerHandle peer, std::uint32_t data) {
   if (impl_->kcp_) return impl_->kcp_->disconnect(peer);
   impl_->core_.disconnect(peer, data);

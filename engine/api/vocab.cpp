@@ -107,6 +107,7 @@ const char* to_string(SendResult r) {
     case SendResult::bad_channel: return "bad_channel";
     case SendResult::too_large: return "too_large";
     case SendResult::queue_full: return "queue_full";
+    case SendResult::not_reliable: return "not_reliable";
   }
   return "unknown";
 }

@@ -75,6 +75,7 @@ inline Cmd HostCore::Impl::remove_acked(Peer& p, OutCmd* found) {
   } else {
     q.outgoing_reliable.remove(found);
   }
+  if (found->receipt) receipt_acked(p, *found);
   put_out(q, found);
   rearm_retransmission_timer(q);
   return type;

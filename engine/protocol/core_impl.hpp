@@ -398,6 +398,9 @@ struct HostCore::Impl {
   void queue_system(Peer& p, Command cmd);
   SendResult send(PeerHandle h, std::uint8_t channel_id, Delivery delivery, Packet payload);
   SendResult send(Peer& p, std::uint8_t channel_id, Delivery delivery, Packet payload);
+  SendResult send_with_receipt(PeerHandle h, std::uint8_t channel_id, Delivery delivery,
+                               Packet payload, std::uint32_t receipt);
+  void receipt_acked(Peer& p, const OutCmd& c);
 
   // ---- datagram_builder.cpp: one datagram for a peer: acks, reliable and unreliable commands
   // inside the windows, header, checksum --------------------------------------------

@@ -257,6 +257,11 @@ SendResult HostCore::send(PeerHandle peer, std::uint8_t channel, Delivery delive
   return impl_->send(peer, channel, delivery, std::move(payload));
 }
 
+SendResult HostCore::send_with_receipt(PeerHandle peer, std::uint8_t channel, Delivery delivery,
+                                       Packet payload, std::uint32_t receipt) {
+  return impl_->send_with_receipt(peer, channel, delivery, std::move(payload), receipt);
+}
+
 SendResult HostCore::send(PeerHandle peer, std::uint8_t channel, Delivery delivery,
                           std::span<const std::byte> payload) {
   Peer* p = impl_->find(peer);

@@ -259,6 +259,12 @@ class HostCore {
   SendResult send(PeerHandle peer, std::uint8_t channel, Delivery delivery, Packet payload);
   SendResult send(PeerHandle peer, std::uint8_t channel, Delivery delivery,
                   std::span<const std::byte> payload);
+  // send(), and once the peer has acknowledged every command of the message, an event of type
+  // receipt with `data` = `receipt` (only for reliable deliveries: not_reliable otherwise). No
+  // receipt comes for a message the connection ends before acknowledging; the disconnect
+  // event says so.
+  SendResult send_with_receipt(PeerHandle peer, std::uint8_t channel, Delivery delivery,
+                               Packet payload, std::uint32_t receipt);
   // One message to each of `peers` except `skip` (a relay's fan-out, the sender skipped): the
   // same as send() to each in turn, but the payload's reference count rises once for all of
   // them. Returns how many accepted it.

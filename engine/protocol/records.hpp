@@ -63,6 +63,8 @@ struct alignas(64) OutCmd {
   bool encoded = false;
   // HostConfig::nodelay: acknowledgements that arrived for commands sent after this one.
   std::uint8_t later_acks = 0;
+  // Part of a message sent with a receipt (PeerExtra::receipts).
+  bool receipt = false;
 
   Cmd type() const { return static_cast<Cmd>(command & kCommandMask); }
   bool needs_ack() const { return (command & kFlagAcknowledge) != 0; }
@@ -259,6 +261,14 @@ struct PeerExtra {
   // bytes of copies and repeats it may still send.
   std::uint16_t redundancy_loss = 0;
   std::uint16_t redundancy_credit = 0;
+  // Messages sent with a receipt and not yet wholly acknowledged, in send order.
+  struct Receipt {
+    std::uint32_t id;
+    std::uint32_t commands_left;  // fragments (or 1) still unacknowledged
+    std::uint16_t start_seq;      // the message's first reliable sequence number
+    std::uint8_t channel;
+  };
+  std::vector<Receipt> receipts;
 };
 
 // The hot per-connection record: what every connected peer needs, idle or not. Everything else

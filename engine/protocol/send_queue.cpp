@@ -109,6 +109,53 @@ inline SendResult HostCore::Impl::send(PeerHandle h, std::uint8_t channel_id, De
   return send(*p, channel_id, delivery, std::move(payload));
 }
 
+// The message's commands are the last ones send() put on outgoing_reliable (reliable
+// deliveries only ever go there), `start` the first one's sequence number.
+inline SendResult HostCore::Impl::send_with_receipt(PeerHandle h, std::uint8_t channel_id,
+                                                    Delivery delivery, Packet payload,
+                                                    std::uint32_t receipt) {
+  if (!is_reliable(delivery)) return SendResult::not_reliable;
+  Peer* p = find(h);
+  if (p == nullptr) return SendResult::not_connected;
+  const std::uint16_t before = p->channel_count > channel_id && p->state == PeerState::connected
+                                   ? channel(*p, channel_id).out_reliable_seq
+                                   : 0;
+  const SendResult r = send(*p, channel_id, delivery, std::move(payload));
+  if (r != SendResult::ok) return r;
+  const auto commands =
+      static_cast<std::uint16_t>(channel(*p, channel_id).out_reliable_seq - before);
+  std::uint32_t left = commands;
+  for (OutCmd* c = p->queues->outgoing_reliable.back(); c != nullptr && left > 0;
+       c = p->queues->outgoing_reliable.prev(c), --left) {
+    c->receipt = true;
+  }
+  extra(*p).receipts.push_back({.id = receipt,
+                                .commands_left = commands,
+                                .start_seq = static_cast<std::uint16_t>(before + 1),
+                                .channel = channel_id});
+  return SendResult::ok;
+}
+
+// One command of a message sent with a receipt was acknowledged; the receipt goes out with
+// the message's last. Acknowledgements come mostly in send order, so the search is short.
+inline void HostCore::Impl::receipt_acked(Peer& p, const OutCmd& c) {
+  if (p.extra == nullptr) return;
+  auto& receipts = p.extra->receipts;
+  const std::uint16_t start =
+      c.type() == Cmd::send_fragment ? static_cast<std::uint16_t>(c.body & 0xFFFF) : c.reliable_seq;
+  for (auto it = receipts.begin(); it != receipts.end(); ++it) {
+    if (it->channel != c.channel_id || it->start_seq != start) continue;
+    if (--it->commands_left == 0) {
+      Event ev = event_for(p, EventType::receipt);
+      ev.channel = it->channel;
+      ev.data = it->id;
+      events.push(std::move(ev));
+      receipts.erase(it);
+    }
+    return;
+  }
+}
+
 inline SendResult HostCore::Impl::send(Peer& p, std::uint8_t channel_id, Delivery delivery,
                                        Packet payload) {
   if (p.state != PeerState::connected) return SendResult::not_connected;

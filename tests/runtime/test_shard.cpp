@@ -79,7 +79,8 @@ void handle(Client& c, Event& ev) {
       c.disconnected = true;
       c.reason = ev.reason;
       break;
-    case EventType::none: break;
+    case EventType::none:
+    case EventType::receipt: break;  // never asked for here
   }
 }
 

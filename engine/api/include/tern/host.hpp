@@ -166,6 +166,12 @@ class Host {
   SendResult send(PeerHandle peer, std::uint8_t channel, Delivery delivery, Packet payload);
   SendResult send(PeerHandle peer, std::uint8_t channel, Delivery delivery,
                   std::span<const std::byte> payload);
+  // send(), and an event of type receipt (data = `receipt`, channel = `channel`) once the peer
+  // has acknowledged the whole message. Reliable deliveries only (else not_reliable), ENet
+  // personality only (KCP: not_reliable). No receipt comes for a message the connection ends
+  // before acknowledging: the disconnect event comes instead. Works with plain ENet peers.
+  SendResult send_with_receipt(PeerHandle peer, std::uint8_t channel, Delivery delivery,
+                               Packet payload, std::uint32_t receipt);
   // Refuses handshakes from `address` (every port) for `duration`; connections already made
   // from it stay (disconnect them to end them). See proto::HostCore::ban.
   void ban(const Endpoint& address, std::chrono::milliseconds duration);

@@ -77,7 +77,8 @@ typedef enum tern_event_type {
   TERN_EVENT_NONE = 0,
   TERN_EVENT_CONNECT = 1,
   TERN_EVENT_RECEIVE = 2,
-  TERN_EVENT_DISCONNECT = 3
+  TERN_EVENT_DISCONNECT = 3,
+  TERN_EVENT_RECEIPT = 4 /* tern_peer_send_with_receipt: the peer acknowledged the message */
 } tern_event_type;
 
 typedef enum tern_disconnect_reason {
@@ -216,6 +217,11 @@ void tern_host_flush(tern_host* host);
  * TERN_OK or a negative tern_result. */
 int tern_peer_send(tern_host* host, tern_peer peer, uint8_t channel, const void* data,
                    size_t length, uint32_t flags);
+/* A reliable tern_peer_send and, once the peer has acknowledged the whole message, an event
+ * TERN_EVENT_RECEIPT with user_data = `receipt` and the message's channel. None comes for a
+ * message the connection ends before acknowledging (TERN_EVENT_DISCONNECT comes instead). */
+int tern_peer_send_with_receipt(tern_host* host, tern_peer peer, uint8_t channel,
+                                const void* data, size_t length, uint32_t receipt);
 
 /* Graceful: queued messages go first, then the disconnect; a disconnect event with reason
  * LOCAL follows once the other side acknowledges (or TIMEOUT). */

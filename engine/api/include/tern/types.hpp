@@ -53,7 +53,9 @@ enum class PeerState : std::uint8_t {
 
 const char* to_string(PeerState s);
 
-enum class EventType : std::uint8_t { none, connect, receive, disconnect };
+// receipt: every command of a reliable message sent with a receipt was acknowledged by the
+// peer (Host::send_with_receipt); `data` is the receipt's number, `channel` the message's.
+enum class EventType : std::uint8_t { none, connect, receive, disconnect, receipt };
 
 enum class DisconnectReason : std::uint8_t {
   none,
@@ -93,6 +95,7 @@ enum class SendResult : std::uint8_t {
   bad_channel,    // channel >= negotiated channel count
   too_large,      // above max_packet_size, or more fragments than ENet allows
   queue_full,     // the peer already has max_queued bytes waiting (it is not keeping up)
+  not_reliable,   // a receipt asked for a message that is not sent reliably
 };
 
 const char* to_string(SendResult r);
