@@ -220,8 +220,8 @@ int tern_peer_send(tern_host* host, tern_peer peer, uint8_t channel, const void*
 /* A reliable tern_peer_send and, once the peer has acknowledged the whole message, an event
  * TERN_EVENT_RECEIPT with user_data = `receipt` and the message's channel. None comes for a
  * message the connection ends before acknowledging (TERN_EVENT_DISCONNECT comes instead). */
-int tern_peer_send_with_receipt(tern_host* host, tern_peer peer, uint8_t channel,
-                                const void* data, size_t length, uint32_t receipt);
+int tern_peer_send_with_receipt(tern_host* host, tern_peer peer, uint8_t channel, const void* data,
+                                size_t length, uint32_t receipt);
 
 /* Graceful: queued messages go first, then the disconnect; a disconnect event with reason
  * LOCAL follows once the other side acknowledges (or TIMEOUT). */
