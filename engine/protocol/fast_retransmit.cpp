@@ -8,11 +8,12 @@
 namespace tern::proto {
 
 // HostConfig::fast_retransmit. sent_reliable is in send order for commands sent once
-// (retransmit.cpp, insert_by_deadline), so the walk ends at the first command sent too recently to
-// have been overtaken (a resent one further back waits for its timeout). What it finds goes back to
-// the front of outgoing_reliable, in order, as a timeout would put it, but keeps its retransmission
-// timeout (the path is delivering) and leaves the congestion window alone. On nodelay's channels
-// (nodelay.cpp) the rule is KCP's count of later acknowledgements instead of the time margin.
+// (retransmit.cpp, insert_by_deadline), so the walk ends at the first command sent no earlier
+// than the newest acknowledged one; of those before it, one sent more than the margin earlier was
+// overtaken. What it finds goes back to the front of outgoing_reliable, in order, as a timeout
+// would put it, but keeps its retransmission timeout (the path is delivering) and leaves the
+// congestion window alone. On nodelay's channels (nodelay.cpp) the rule is KCP's count of later
+// acknowledgements instead of the time margin.
 inline void HostCore::Impl::fast_retransmit_after_acks(Peer& p) {
   if (p.queues == nullptr) return;
   PeerQueues& q = *p.queues;
