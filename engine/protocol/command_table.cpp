@@ -94,6 +94,7 @@ inline Handled HostCore::Impl::dispatch(Peer& p, const Command& cmd, Arrival& ar
       return dispatch_as<Cmd::send_unreliable_fragment>(p, cmd, arrival);
     case Cmd::tern_hello: return dispatch_as<Cmd::tern_hello>(p, cmd, arrival);
     case Cmd::ack_range: return dispatch_as<Cmd::ack_range>(p, cmd, arrival);
+    case Cmd::tern_ext: return dispatch_as<Cmd::tern_ext>(p, cmd, arrival);
     default: arrival.why = Drop::unknown_command; return Handled::stop;
   }
 }

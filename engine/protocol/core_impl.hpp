@@ -451,7 +451,7 @@ struct HostCore::Impl {
     bool acknowledged = true;      // its acknowledge flag is honoured (never: extensions')
     std::uint32_t feature = 0;     // the extension owning it (kFeature* bit), 0: ENet's
   };
-  static constexpr std::size_t kCommandNumbers = static_cast<std::size_t>(Cmd::ack_range) + 1;
+  static constexpr std::size_t kCommandNumbers = static_cast<std::size_t>(Cmd::tern_ext) + 1;
   using CommandRules = std::array<CommandRule, kCommandNumbers>;
   static constexpr CommandRules make_command_rules();
   static const CommandRules kCommandRules;
@@ -467,6 +467,7 @@ struct HostCore::Impl {
   std::uint32_t answer_features(std::uint32_t agreed) const;
   void on_features_agreed(Peer& p, std::uint32_t agreed);
   static constexpr void install_extension_commands(CommandRules& rules);
+  Handled handle_tern_ext(Peer& p, const Command& cmd, Arrival& arrival);
   void on_reliable_acked(PeerQueues& q, const OutCmd& c);
   void after_acks(Peer& p);
   void on_retransmission_timeouts(const Peer& p, PeerQueues& q, std::uint64_t first_sent_ms);

@@ -19,7 +19,8 @@ namespace tern::proto {
   X(unknown_peer, "non-connect datagram whose address, port and peer ID name no connection") \
   X(bad_session, "session bits do not match the connection")                           \
   X(truncated_command, "command runs past the end of the datagram")                     \
-  X(unknown_command, "command number outside 1..12 (1..14 with Tern's extensions on)")   \
+  X(unknown_command, "command number outside 1..12 (1..15 with Tern's extensions on)")   \
+  X(unknown_ext_kind, "tern_ext command of a kind this host does not handle")           \
   X(payload_past_datagram, "payload length runs past the end of the datagram")          \
   X(bad_channel, "channel ID past the negotiated channel count")                       \
   X(wrong_state, "command not allowed in the connection's state")                      \

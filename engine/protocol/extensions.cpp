@@ -48,6 +48,26 @@ inline void HostCore::Impl::on_features_agreed(Peer& p, std::uint32_t agreed) {
 
 constexpr void HostCore::Impl::install_extension_commands(CommandRules& rules) {
   install_selective_acks(rules);
+  // One command carries every later extension; its kind names the owner (wire.hpp,
+  // TernExtKind), which checks its own agreement. Never acknowledged through ENet's acks:
+  // a kind that needs delivery acknowledges in its own format.
+  rules[static_cast<std::size_t>(Cmd::tern_ext)] = {
+      .handle = [](Impl& core, Peer& p, const Command& cmd,
+                   Arrival& a) { return core.handle_tern_ext(p, cmd, a); },
+      .acknowledged = false,
+      .feature = kAnyFeature};
+}
+
+// A tern_ext command of an existing connection, by kind. From a peer that neither agreed to
+// an extension nor was offered one (a plain ENet peer), no kind is taken.
+inline Handled HostCore::Impl::handle_tern_ext(Peer& p, const Command& cmd, Arrival& arrival) {
+  if (agreed_features(p) == 0 && !p.hello_offered) {
+    arrival.why = Drop::extension_not_agreed;
+    return Handled::stop;
+  }
+  switch (static_cast<TernExtKind>(cmd.ext.kind)) {
+    default: arrival.why = Drop::unknown_ext_kind; return Handled::stop;
+  }
 }
 
 // ---- acknowledgements (ack_ledger.cpp) ----------------------------------------------------

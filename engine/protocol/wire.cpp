@@ -21,6 +21,7 @@ const char* cmd_name(Cmd c) {
     case Cmd::send_unreliable_fragment: return "send_unreliable_fragment";
     case Cmd::tern_hello: return "tern_hello";
     case Cmd::ack_range: return "ack_range";
+    case Cmd::tern_ext: return "tern_ext";
   }
   return "unknown";
 }
@@ -32,6 +33,7 @@ std::uint16_t Command::data_length() const {
     case Cmd::send_unsequenced: return unsequenced.data_length;
     case Cmd::send_fragment:
     case Cmd::send_unreliable_fragment: return fragment.data_length;
+    case Cmd::tern_ext: return ext.data_length;
     default: return 0;
   }
 }
@@ -158,6 +160,11 @@ bool CommandDecoder::next(Command& c, Drop& why) {
       r.read_u16(c.ack_range.received_sent_time);
       r.read_u32(c.ack_range.bits);
       break;
+    case Cmd::tern_ext:
+      r.read_u8(c.ext.kind);
+      r.read_u8(c.ext.flags);
+      r.read_u16(c.ext.data_length);
+      break;
     case Cmd::none: return fail(Drop::unknown_command, why);
   }
   const std::uint16_t len = c.data_length();
@@ -227,6 +234,11 @@ std::size_t encode_command(std::span<std::byte> out, const Command& c) {
     case Cmd::ack_range:
       w.u16(c.ack_range.received_sent_time);
       w.u32(c.ack_range.bits);
+      break;
+    case Cmd::tern_ext:
+      w.u8(c.ext.kind);
+      w.u8(c.ext.flags);
+      w.u16(c.ext.data_length);
       break;
     case Cmd::none: return 0;
   }

@@ -86,19 +86,37 @@ enum class Cmd : std::uint8_t {
   // peer whose hello agreed to them.
   tern_hello = 13,
   ack_range = 14,
+  // The last number a 4-bit command field has: one command with a kind byte carries every
+  // later extension (TernExtKind), so they never compete for numbers.
+  tern_ext = 15,
+};
+
+// Kinds of tern_ext, each owned by one extension (WIRE.md, "Extension command").
+enum class TernExtKind : std::uint8_t {
+  none = 0,
+  block_slice = 1,    // large blocks: one slice of a block
+  block_ack = 2,      // large blocks: the receiver's slice-ack bitfield
+  mtu_probe = 3,      // path MTU discovery: a padded probe
+  mtu_probe_ack = 4,  // path MTU discovery: the probe's size, acknowledged
+  discover_ping = 5,  // unconnected: server discovery request
+  discover_pong = 6,  // unconnected: server discovery answer (never larger than the ping)
+  cc_feedback = 7,    // congestion control: delivery-rate feedback
+  secure_first = 8,   // secure sessions: kinds 8..15
+  secure_last = 15,
 };
 
 const char* cmd_name(Cmd c);
 
 // Fixed size of each command on the wire, header included, payload excluded (0 = invalid).
-// The last two are Tern's extensions (tern_hello, ack_range).
-inline constexpr std::array<std::uint8_t, 15> kCommandSizes = {0,  8, 48, 44, 8,  4, 6, 8,
-                                                               24, 8, 12, 16, 24, 8, 10};
+// The last three are Tern's extensions (tern_hello, ack_range, tern_ext).
+inline constexpr std::array<std::uint8_t, 16> kCommandSizes = {0,  8, 48, 44, 8,  4, 6,  8,
+                                                               24, 8, 12, 16, 24, 8, 10, 8};
 inline constexpr std::size_t kCommandHeaderSize = 4;
 inline constexpr std::size_t kFragmentCommandSize = 24;
 inline constexpr std::size_t kAcknowledgeSize = 8;
 inline constexpr std::size_t kAckRangeSize = 10;
 inline constexpr std::size_t kHelloSize = 8;
+inline constexpr std::size_t kTernExtSize = 8;
 // tern_hello feature bits.
 inline constexpr std::uint32_t kFeatureSelectiveAcks = 1u << 0;
 inline constexpr std::uint32_t kFeatureNodelay = 1u << 1;
@@ -184,6 +202,12 @@ struct AckRange {  // the base sequence number is the command header's reliable_
   std::uint32_t bits;
 };
 
+struct TernExt {       // data_length bytes of the kind's own format follow
+  std::uint8_t kind;   // TernExtKind
+  std::uint8_t flags;  // the kind's own; 0 unless its format says otherwise
+  std::uint16_t data_length;
+};
+
 struct Command {
   std::uint8_t command = 0;  // number | flags, as on the wire
   std::uint8_t channel_id = 0;
@@ -200,6 +224,7 @@ struct Command {
     ThrottleConfigure throttle;
     TernHello hello;
     AckRange ack_range;
+    TernExt ext;
   };
   // send_* commands: the data_length bytes that follow the command in the datagram.
   std::span<const std::byte> payload;

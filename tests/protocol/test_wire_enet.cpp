@@ -100,7 +100,8 @@ std::size_t fill_enet(const Command& c, ENetProtocol& p) {
       return sizeof(ENetProtocolThrottleConfigure);
     case Cmd::none:
     case Cmd::tern_hello:
-    case Cmd::ack_range: break;  // not ENet's
+    case Cmd::ack_range:
+    case Cmd::tern_ext: break;  // not ENet's
   }
   ADD_FAILURE() << "not a command";
   return 0;

@@ -27,8 +27,8 @@ inline constexpr std::array<proto::Cmd, 12> kAllCommands = {
     proto::Cmd::send_unreliable_fragment,
 };
 // Tern's extension commands.
-inline constexpr std::array<proto::Cmd, 2> kExtensionCommands = {proto::Cmd::tern_hello,
-                                                                 proto::Cmd::ack_range};
+inline constexpr std::array<proto::Cmd, 3> kExtensionCommands = {
+    proto::Cmd::tern_hello, proto::Cmd::ack_range, proto::Cmd::tern_ext};
 
 // The flags ENet itself puts on each command; the codec must carry any flags, but these are
 // the combinations a real peer sends.
@@ -109,6 +109,11 @@ inline proto::Command sample_command(proto::Cmd type, std::uint8_t flags, std::u
       c.ack_range.received_sent_time = static_cast<std::uint16_t>(0x595A + s);
       c.ack_range.bits = 0x5B5C5D5Eu + s;
       break;
+    case Cmd::tern_ext:
+      c.ext.kind = static_cast<std::uint8_t>(0x5F + s);
+      c.ext.flags = static_cast<std::uint8_t>(0x60 + s);
+      c.ext.data_length = data_length;
+      break;
     case Cmd::none: break;
   }
   return c;
@@ -175,6 +180,11 @@ inline void expect_same_fields(const proto::Command& want, const proto::Command&
     case Cmd::ack_range:
       EXPECT_EQ(want.ack_range.received_sent_time, got.ack_range.received_sent_time);
       EXPECT_EQ(want.ack_range.bits, got.ack_range.bits);
+      break;
+    case Cmd::tern_ext:
+      EXPECT_EQ(want.ext.kind, got.ext.kind);
+      EXPECT_EQ(want.ext.flags, got.ext.flags);
+      EXPECT_EQ(want.ext.data_length, got.ext.data_length);
       break;
     case Cmd::none: ADD_FAILURE() << "not a command"; break;
   }

@@ -302,6 +302,7 @@ void Round::on_server_event(const Event& ev) {
         fail("server: disconnect for an unknown handle");
       }
       break;
+    case EventType::receipt: fail("server: receipt nobody asked for"); break;
     case EventType::none: fail("server: event of type none"); break;
   }
 }
@@ -320,6 +321,7 @@ void Round::on_client_event(std::size_t slot, const Event& ev) {
       break;
     case EventType::receive: check_receive(*c, true, ev); break;
     case EventType::disconnect: on_end(*c, true, ev); break;
+    case EventType::receipt: fail("client: receipt nobody asked for"); break;
     case EventType::none: fail("client: event of type none"); break;
   }
 }

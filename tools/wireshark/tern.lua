@@ -41,13 +41,13 @@ local CMD = {
     ACKNOWLEDGE = 1, CONNECT = 2, VERIFY_CONNECT = 3, DISCONNECT = 4, PING = 5,
     SEND_RELIABLE = 6, SEND_UNRELIABLE = 7, SEND_FRAGMENT = 8, SEND_UNSEQUENCED = 9,
     BANDWIDTH_LIMIT = 10, THROTTLE_CONFIGURE = 11, SEND_UNRELIABLE_FRAGMENT = 12,
-    TERN_HELLO = 13, ACK_RANGE = 14,
+    TERN_HELLO = 13, ACK_RANGE = 14, TERN_EXT = 15,
 }
 local cmd_names = {}
 for name, n in pairs(CMD) do cmd_names[n] = name end
 -- Fixed size of each command, header included (payload excluded).
 local cmd_size = { [1] = 8, [2] = 48, [3] = 44, [4] = 8, [5] = 4, [6] = 6, [7] = 8, [8] = 24,
-                   [9] = 8, [10] = 12, [11] = 16, [12] = 24, [13] = 8, [14] = 10 }
+                   [9] = 8, [10] = 12, [11] = 16, [12] = 24, [13] = 8, [14] = 10, [15] = 8 }
 -- Commands ENet sends only on the system channel.
 local system_only = { [2] = true, [3] = true, [4] = true, [5] = true, [10] = true, [11] = true,
                       [13] = true }
@@ -132,6 +132,10 @@ f.hello_modes = ProtoField.bool("tern.hello.delivery_modes", "Delivery modes (un
 f.ar_sent_time = ProtoField.uint16("tern.ack_range.sent_time", "Received sent time", base.DEC)
 f.ar_bitfield = ProtoField.uint32("tern.ack_range.bitfield", "Bitfield (bit i: base + 1 + i)", base.HEX)
 f.ar_acked = ProtoField.string("tern.ack_range.acked", "Acknowledged sequence numbers")
+f.ext_kind = ProtoField.uint8("tern.ext.kind", "Extension kind", base.DEC, {
+    [1] = "block slice", [2] = "block ack", [3] = "MTU probe", [4] = "MTU probe ack",
+    [5] = "discovery ping", [6] = "discovery pong", [7] = "congestion feedback" })
+f.ext_flags = ProtoField.uint8("tern.ext.flags", "Extension flags", base.HEX)
 f.ar_count = ProtoField.uint8("tern.ack_range.count", "Sequence numbers acknowledged", base.DEC)
 
 f.undecoded = ProtoField.bytes("tern.undecoded", "Bytes not decoded")
@@ -250,7 +254,8 @@ local function walk_ok(tvb, offset, peer_id)
         if number == CMD.SEND_RELIABLE then
             data_length = tvb(offset + 4, 2):uint()
         elseif number == CMD.SEND_UNRELIABLE or number == CMD.SEND_UNSEQUENCED
-            or number == CMD.SEND_FRAGMENT or number == CMD.SEND_UNRELIABLE_FRAGMENT then
+            or number == CMD.SEND_FRAGMENT or number == CMD.SEND_UNRELIABLE_FRAGMENT
+            or number == CMD.TERN_EXT then
             data_length = tvb(offset + 6, 2):uint()
         end
         offset = offset + size + data_length
@@ -305,6 +310,7 @@ local bodies = {
         { f.fr_number, 4 }, { f.fr_total, 4 }, { f.fr_offset, 4 } },
     [CMD.TERN_HELLO] = { { f.hello_features, 4 } },
     [CMD.ACK_RANGE] = { { f.ar_sent_time, 2 }, { f.ar_bitfield, 4 } },
+    [CMD.TERN_EXT] = { { f.ext_kind, 1 }, { f.ext_flags, 1 }, { f.data_length, 2 } },
 }
 
 -- Adds one command at `offset` to `tree`; returns the offset after it, or nil when decoding
