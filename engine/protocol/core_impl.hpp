@@ -58,6 +58,21 @@ struct HostCore::Impl {
   std::vector<std::uint32_t> dirty;
   base::TimerWheel timers;
   std::vector<Farewell> farewells;
+  // Connections a peer's DISCONNECT ended: if our acknowledgement is lost the peer resends
+  // it to a connection we no longer have, and without an answer it would time out instead of
+  // completing its disconnect. Fixed and small: an entry lives at most timeout_maximum_ms,
+  // and the oldest gives way first.
+  struct Goodbye {
+    Endpoint address;
+    std::uint64_t until_ms = 0;
+    std::uint32_t connect_id = 0;
+    std::uint16_t incoming_peer_id = 0;
+    std::uint16_t outgoing_peer_id = 0;
+    std::uint8_t incoming_session = 0;
+    std::uint8_t outgoing_session = 0;
+  };
+  std::array<Goodbye, 64> goodbyes{};
+  std::size_t next_goodbye = 0;
   std::vector<Peer*> throttle_scratch;
   HalfOpenTable half_open;  // handshakes not yet acknowledged (handshake.cpp)
   SourceGuard guard;        // connect rates and bans per source (handshake.cpp)
@@ -332,6 +347,9 @@ struct HostCore::Impl {
   void start_disconnect(Peer& p, std::uint32_t data);
   void disconnect_now(Peer& p, std::uint32_t data);
   void disconnect_later(Peer& p, std::uint32_t data);
+  void remember_goodbye(const Peer& p);
+  bool acknowledge_repeated_disconnect(const Endpoint& from, const DecodedHeader& dh,
+                                       std::span<const std::byte> bytes);
 
   // ---- receive.cpp: incoming messages: memory caps, delivery to events, reliable ordering,
   // unreliable sequencing, unsequenced window -----------------------------------------------------

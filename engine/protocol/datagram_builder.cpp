@@ -229,6 +229,7 @@ inline bool HostCore::Impl::build_datagram(Peer& p, OutDatagram& dg, bool& more)
   ++counters.datagrams_out;
   counters.bytes_out += total;
   if (b.zombie_after && p.state == PeerState::acknowledging_disconnect) {
+    remember_goodbye(p);
     recalculate_bandwidth_limits = true;
     emit_disconnect(p, DisconnectReason::remote, p.event_data);
     reset_peer(p);

@@ -115,4 +115,72 @@ inline void HostCore::Impl::disconnect_later(Peer& p, std::uint32_t data) {
   }
 }
 
+// The ack of a peer's DISCONNECT was sent and the connection ends: remember how to answer
+// the DISCONNECT again should that ack be lost.
+inline void HostCore::Impl::remember_goodbye(const Peer& p) {
+  Goodbye& g = goodbyes[next_goodbye];
+  next_goodbye = (next_goodbye + 1) % goodbyes.size();
+  g.address = p.address;
+  g.until_ms = now_ms + config.timeout_maximum_ms;
+  g.connect_id = p.connect_id;
+  g.incoming_peer_id = p.incoming_peer_id;
+  g.outgoing_peer_id = p.outgoing_peer_id;
+  g.incoming_session = p.incoming_session;
+  g.outgoing_session = p.outgoing_session;
+}
+
+// A datagram naming a connection we no longer have: if it resends the DISCONNECT that ended
+// one (address, port, peer ID and session all match a goodbye), acknowledge it again, so the
+// peer completes its disconnect instead of timing out. The answer (an ACKNOWLEDGE behind a
+// header) is never larger than the datagram it answers.
+inline bool HostCore::Impl::acknowledge_repeated_disconnect(const Endpoint& from,
+                                                            const DecodedHeader& dh,
+                                                            std::span<const std::byte> bytes) {
+  if (!dh.header.has_sent_time) return false;
+  const Goodbye* found = nullptr;
+  for (const Goodbye& g : goodbyes) {
+    if (g.until_ms > now_ms && g.incoming_peer_id == dh.header.peer_id && g.address == from &&
+        g.incoming_session == dh.header.session) {
+      found = &g;
+      break;
+    }
+  }
+  if (found == nullptr) return false;
+  if (config.checksum && !verify_checksum(bytes, dh, found->connect_id)) return false;
+  CommandDecoder decoder(bytes, dh.size);
+  Command cmd;
+  Drop why = Drop::count_;
+  while (decoder.next(cmd, why)) {
+    if (cmd.type() != Cmd::disconnect || !cmd.needs_ack() || cmd.channel_id != kSystemChannel) {
+      continue;
+    }
+    Command ack;
+    ack.command = static_cast<std::uint8_t>(Cmd::acknowledge);
+    ack.channel_id = kSystemChannel;
+    ack.reliable_seq = cmd.reliable_seq;
+    ack.ack.received_reliable_seq = cmd.reliable_seq;
+    ack.ack.received_sent_time = dh.header.sent_time;
+    Farewell f;
+    f.to = from;
+    Header h;
+    h.peer_id = found->outgoing_peer_id;
+    h.session = found->outgoing_session;
+    h.has_sent_time = true;
+    h.sent_time = static_cast<std::uint16_t>(now_ms);
+    std::size_t n = encode_header(f.bytes, h, config.checksum);
+    n += encode_command(std::span<std::byte>(f.bytes).subspan(n), ack);
+    // Bounded like the handshake's replies: a flood of forged resends queues no more.
+    constexpr std::size_t kMaxQueuedReplies = 1024;
+    if (n > bytes.size() || farewells.size() >= kMaxQueuedReplies) return false;
+    f.size = static_cast<std::uint32_t>(n);
+    if (config.checksum) {
+      write_checksum(std::span<std::byte>(f.bytes.data(), n), 4, found->connect_id);
+    }
+    farewells.push_back(f);
+    ++counters.disconnects_reacknowledged;
+    return true;
+  }
+  return false;
+}
+
 }  // namespace tern::proto

@@ -53,6 +53,10 @@ inline void HostCore::Impl::on_datagram(std::uint64_t now_us, const Endpoint& fr
   if (dh.header.peer_id != kMaxPeerId) {
     peer = route_datagram(from, dh.header, why);
     if (peer == nullptr) {
+      if (why == Drop::unknown_peer && acknowledge_repeated_disconnect(from, dh, bytes)) {
+        counters.drops.add(why);  // it names no connection, answered or not
+        return;
+      }
       // Perhaps a handshake's answer: it names the peer ID our VERIFY_CONNECT promised.
       if (why != Drop::unknown_peer || !half_open.allocated()) {
         counters.drops.add(why);

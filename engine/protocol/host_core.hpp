@@ -188,6 +188,8 @@ struct HostCounters {
   std::uint64_t connects = 0;
   std::uint64_t disconnects = 0;
   std::uint64_t timeouts = 0;
+  // DISCONNECTs of connections already ended, acknowledged again (our first ack was lost).
+  std::uint64_t disconnects_reacknowledged = 0;
   std::uint64_t retransmits = 0;
   std::uint64_t fast_retransmits = 0;  // commands found lost by later acks (fast_retransmit)
   std::uint64_t nodelay_resends = 0;   // of which found by nodelay's count of later acks

@@ -214,6 +214,43 @@ TEST(SimDisconnect, GracefulWithDataQueuedDeliversAPrefix) {
   EXPECT_EQ(r->event.data, 0xD15C0005u);
 }
 
+// The acknowledgement of a DISCONNECT is lost: the remote already ended the connection, so
+// the resent DISCONNECT names nothing there. It is acknowledged again from what the remote
+// remembers of the goodbye, and the local side completes with reason local, not a timeout.
+void lost_disconnect_ack(bool from_client, std::uint64_t seed) {
+  Pair p(seed, from_client ? "disconnect_ack_lost_client" : "disconnect_ack_lost_server",
+         clean_link());
+  ASSERT_TRUE(p.up) << p.h.seed_note();
+  p.h.run_for(1 * kSec);
+  SimHost& local = p.side(from_client);
+  SimHost& remote = p.side(!from_client);
+  const PeerHandle lh = p.handle(from_client);
+  const PeerHandle rh = p.handle(!from_client);
+  drv::LinkConditions black_hole = clean_link();
+  black_hole.loss = 1.0;
+  p.h.net().set_link(remote.address, local.address, black_hole);
+  local.core->disconnect(lh, 0xD15C0008);
+  ASSERT_TRUE(
+      p.h.run_until([&] { return remote.first(EventType::disconnect, rh) != nullptr; }, 5 * kSec))
+      << p.h.seed_note();
+  p.h.run_for(20 * kMs);  // the remote's ack went into the black hole
+  EXPECT_EQ(remote.core->peer_count(), 0u);
+  EXPECT_EQ(local.count(EventType::disconnect, lh), 0u);
+  p.h.net().set_link(remote.address, local.address, clean_link());
+  ASSERT_TRUE(
+      p.h.run_until([&] { return local.first(EventType::disconnect, lh) != nullptr; }, 60 * kSec))
+      << p.h.seed_note();
+  p.h.print_summary();
+  EXPECT_EQ(local.first(EventType::disconnect, lh)->event.reason, DisconnectReason::local)
+      << p.h.seed_note();
+  EXPECT_GE(remote.core->counters().disconnects_reacknowledged, 1u);
+  EXPECT_EQ(remote.count(EventType::disconnect, rh), 1u);
+  EXPECT_EQ(local.core->counters().timeouts + remote.core->counters().timeouts, 0u);
+}
+
+TEST(SimDisconnect, GracefulAckLostFromClient) { lost_disconnect_ack(true, 0xD00A); }
+TEST(SimDisconnect, GracefulAckLostFromServer) { lost_disconnect_ack(false, 0xD00B); }
+
 // disconnect_now: one unreliable DISCONNECT, no local event. A clean link, since losing that
 // single datagram legitimately turns the remote's view into a timeout.
 void now(bool from_client, std::uint64_t seed) {
