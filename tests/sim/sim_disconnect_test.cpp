@@ -85,6 +85,16 @@ struct Pair {
 
   SimHost& side(bool from_client) { return from_client ? *client : *server; }
   PeerHandle handle(bool from_client) const { return from_client ? conn.client : conn.server; }
+  // The side that acts (local) and the other, with their handles for the connection.
+  struct Ends {
+    SimHost& local;
+    SimHost& remote;
+    PeerHandle lh;
+    PeerHandle rh;
+  };
+  Ends ends(bool from_client) {
+    return {side(from_client), side(!from_client), handle(from_client), handle(!from_client)};
+  }
 
   bool both_gone() const {
     return client->first(EventType::disconnect, conn.client) != nullptr &&
@@ -97,10 +107,7 @@ void graceful(bool from_client, std::uint64_t seed) {
   Pair p(seed, from_client ? "disconnect_client" : "disconnect_server", mild_link());
   ASSERT_TRUE(p.up) << p.h.seed_note();
   p.h.run_for(1 * kSec);
-  SimHost& local = p.side(from_client);
-  SimHost& remote = p.side(!from_client);
-  const PeerHandle lh = p.handle(from_client);
-  const PeerHandle rh = p.handle(!from_client);
+  auto [local, remote, lh, rh] = p.ends(from_client);
   local.core->disconnect(lh, 0xD15C0001);
   EXPECT_NE(local.core->send(lh, 0, Delivery::reliable,
                              make_payload(Tag{9, 0, Delivery::reliable, 0, 32})),
@@ -132,10 +139,7 @@ TEST(SimDisconnect, GracefulFromServer) { graceful(false, 0xD002); }
 void later(bool from_client, std::uint64_t seed) {
   Pair p(seed, from_client ? "disconnect_later_client" : "disconnect_later_server", mild_link());
   ASSERT_TRUE(p.up) << p.h.seed_note();
-  SimHost& local = p.side(from_client);
-  SimHost& remote = p.side(!from_client);
-  const PeerHandle lh = p.handle(from_client);
-  const PeerHandle rh = p.handle(!from_client);
+  auto [local, remote, lh, rh] = p.ends(from_client);
 
   DeliveryChecker at_remote(remote.name);
   bool gone = false;
@@ -222,10 +226,7 @@ void lost_disconnect_ack(bool from_client, std::uint64_t seed) {
          clean_link());
   ASSERT_TRUE(p.up) << p.h.seed_note();
   p.h.run_for(1 * kSec);
-  SimHost& local = p.side(from_client);
-  SimHost& remote = p.side(!from_client);
-  const PeerHandle lh = p.handle(from_client);
-  const PeerHandle rh = p.handle(!from_client);
+  auto [local, remote, lh, rh] = p.ends(from_client);
   drv::LinkConditions black_hole = clean_link();
   black_hole.loss = 1.0;
   p.h.net().set_link(remote.address, local.address, black_hole);
@@ -257,10 +258,7 @@ void now(bool from_client, std::uint64_t seed) {
   Pair p(seed, from_client ? "disconnect_now_client" : "disconnect_now_server", clean_link());
   ASSERT_TRUE(p.up) << p.h.seed_note();
   p.h.run_for(1 * kSec);
-  SimHost& local = p.side(from_client);
-  SimHost& remote = p.side(!from_client);
-  const PeerHandle lh = p.handle(from_client);
-  const PeerHandle rh = p.handle(!from_client);
+  auto [local, remote, lh, rh] = p.ends(from_client);
   local.core->disconnect_now(lh, 0xD15C0006);
   EXPECT_EQ(local.core->peer_state(lh), PeerState::disconnected);
   ASSERT_TRUE(
@@ -288,10 +286,7 @@ void reset(bool from_client, std::uint64_t seed) {
   Pair p(seed, from_client ? "reset_client" : "reset_server", clean_link(), cfg);
   ASSERT_TRUE(p.up) << p.h.seed_note();
   p.h.run_for(3 * kSec);  // a few pings: the RTT estimate settles somewhat
-  SimHost& local = p.side(from_client);
-  SimHost& remote = p.side(!from_client);
-  const PeerHandle lh = p.handle(from_client);
-  const PeerHandle rh = p.handle(!from_client);
+  auto [local, remote, lh, rh] = p.ends(from_client);
   PeerStats st;
   ASSERT_TRUE(remote.core->peer_stats(rh, st));
   const std::uint64_t cut = p.h.now();
