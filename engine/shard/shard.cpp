@@ -258,6 +258,8 @@ void Shard::run_with(Driver& driver) {
     const bool kcp_gone = !kcp_ || kcp_->session_count() == 0;
     if ((core_.peer_count() == 0 && kcp_gone) || now_ >= stop_deadline_) break;
   }
+  // The disconnect events of the KCP sessions let go in the last pass.
+  if (kcp_) (void)deliver_events();
   // What the last iteration queued (the final acks of the disconnect handshakes) still goes
   // out; after this the socket closes.
   now_ = clock_.now_us();
