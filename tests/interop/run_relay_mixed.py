@@ -4,7 +4,8 @@ members (Debian's kcp-go, Go) in the same rooms, two shards. Every member sends 
 numbered messages; every member must receive every other member's messages exactly once and
 in order per sender, and nothing from another room. Prints the accounting per room.
 
-KCP members join with a first message "join:<room>" (the relay's default kcp.room_rule);
+KCP members join with a first message "join:<room>" (the relay's default kcp.room_rule), or
+with --room-rule conv by their conv (their first message, "hello", is ignored by everyone);
 their messages reach libenet members on channel 0, reliable; libenet members' reliable
 channel-0 messages reach KCP members as plain KCP messages, payload untouched.
 
@@ -78,6 +79,7 @@ def main():
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--messages", type=int, default=200)
     ap.add_argument("--shards", type=int, default=2)
+    ap.add_argument("--room-rule", choices=["join", "conv"], default="join")
     a = ap.parse_args()
     go_member = build_go(a.go_src, a.workdir)
 
@@ -86,7 +88,7 @@ def main():
     with open(conf, "w") as f:
         f.write('[relay]\nlisten = "127.0.0.1:0"\nshards = %d\npin = false\n'
                 '[metrics]\nlisten = "127.0.0.1:0"\n'
-                '[kcp]\nport = 0\nroom_rule = "join"\nchannel = 0\n' % a.shards)
+                '[kcp]\nport = 0\nroom_rule = "%s"\nchannel = 0\n' % (a.shards, a.room_rule))
     relay = subprocess.Popen([a.relay, "--config", conf], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     procs = []
@@ -110,7 +112,8 @@ def main():
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)))
             procs.append(("kcp-go room %d" % room, subprocess.Popen(
                 [go_member, "-relay", kcp_addr, "-room", str(room), "-messages",
-                 str(a.messages), "-ids", ",".join(map(str, kcp_ids)), "-room-ids", room_ids],
+                 str(a.messages), "-ids", ",".join(map(str, kcp_ids)), "-room-ids", room_ids]
+                + (["-conv-room"] if a.room_rule == "conv" else []),
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)))
 
         deadline = time.monotonic() + 30
@@ -154,8 +157,9 @@ def main():
             print(reports[what])
         for room, (n_enet, n_kcp) in ROOMS.items():
             n = n_enet + n_kcp
-            print("room %d: %d libenet + %d kcp-go members, %d x %d x %d = %s copies, %s"
-                  % (room, n_enet, n_kcp, n, n - 1, a.messages,
+            print("room %d (kcp room_rule %s): %d libenet + %d kcp-go members, %d x %d x %d = %s "
+                  "copies, %s"
+                  % (room, a.room_rule, n_enet, n_kcp, n, n - 1, a.messages,
                      format(n * (n - 1) * a.messages, ","),
                      "FAILED" if failed else "all delivered once, in order per sender"))
         print("delivered in %.1f s through %d shards" % (took, a.shards))

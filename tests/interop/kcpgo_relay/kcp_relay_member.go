@@ -1,10 +1,13 @@
 // kcp_relay_member: kcp-go members of one tern-relay room for the mixed-room test
 // (run_relay_mixed.py); Debian's kcp-go, built offline like kcpgo/kcp_go_peer.go.
 //
-//	kcp_relay_member -relay ADDR -room R -messages N -ids 4,5 -room-ids 0,1,2,3,4,5
+//	kcp_relay_member -relay ADDR -room R -messages N -ids 4,5 -room-ids 0,1,2,3,4,5 [-conv-room]
 //
-// Each id is one KCP session (kcp-go picks its conv) whose first message is "join:R". It
-// prints "joined" once every session has sent its join, and reads lines on stdin: "go" makes
+// Each id is one KCP session (kcp-go picks its conv) whose first message is "join:R" (the
+// relay's room_rule "join"); with -conv-room the session's conv is R (room_rule "conv") and its
+// first message is "hello", which the relay relays to whoever is in the room by then and every
+// member ignores. It prints "joined" once every session has sent that first message, and reads
+// lines on stdin: "go" makes
 // every session send N messages (id u32 LE, seq u32 LE, filler), "quit" reports one line per
 // session and exits 0, or 1 if any copy came twice, out of order, from outside the room, or
 // is missing. It prints "done" once every session has N messages from every other member.
@@ -15,6 +18,7 @@ import (
 	"encoding/binary"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -52,13 +56,26 @@ func main() {
 	messages := flag.Int("messages", 200, "messages each member sends")
 	ids := flag.String("ids", "", "this process's member ids")
 	roomIDs := flag.String("room-ids", "", "every member id of the room")
+	convRoom := flag.Bool("conv-room", false, "the conv names the room (room_rule conv)")
 	flag.Parse()
 	mine := parseIDs(*ids)
 	all := parseIDs(*roomIDs)
 
 	var members []*member
 	for _, id := range mine {
-		s, err := kcp.DialWithOptions(*relay, nil, 0, 0)
+		var s *kcp.UDPSession
+		var err error
+		if *convRoom {
+			raddr, rerr := net.ResolveUDPAddr("udp", *relay)
+			conn, lerr := net.ListenUDP("udp4", nil)
+			if rerr != nil || lerr != nil {
+				fmt.Fprintf(os.Stderr, "socket: %v %v\n", rerr, lerr)
+				os.Exit(2)
+			}
+			s, err = kcp.NewConn3(uint32(*room), raddr, nil, 0, 0, conn)
+		} else {
+			s, err = kcp.DialWithOptions(*relay, nil, 0, 0)
+		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "dial: %v\n", err)
 			os.Exit(2)
@@ -71,7 +88,11 @@ func main() {
 				m.next[a] = 0
 			}
 		}
-		if _, err := s.Write([]byte(fmt.Sprintf("join:%d", *room))); err != nil {
+		first := []byte(fmt.Sprintf("join:%d", *room))
+		if *convRoom {
+			first = []byte("hello")
+		}
+		if _, err := s.Write(first); err != nil {
 			fmt.Fprintf(os.Stderr, "join: %v\n", err)
 			os.Exit(2)
 		}
@@ -96,6 +117,9 @@ func main() {
 				n, err := m.s.Read(buf)
 				if err != nil {
 					return
+				}
+				if n == 5 && string(buf[:5]) == "hello" {
+					continue // a -conv-room member's first message
 				}
 				m.mu.Lock()
 				m.copies++
