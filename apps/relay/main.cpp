@@ -484,6 +484,18 @@ int main(int argc, char** argv) {
   for (std::size_t d = 0; d < kRelayDropCount; ++d) {
     sum.add(drop_name(static_cast<RelayDrop>(d)), relay.drops(static_cast<RelayDrop>(d)));
   }
+  if (config.kcp) {
+    // The KCP port's own counters; the protocol ones above are the ENet port's.
+    sum.add("kcp_connects", t.kcp_connects);
+    sum.add("kcp_disconnects", t.kcp_disconnects);
+    sum.add("kcp_timeouts", t.kcp_timeouts);
+    sum.add("kcp_messages_in", t.kcp_messages_in);
+    sum.add("kcp_messages_out", t.kcp_messages_out);
+    sum.add("kcp_datagrams_in", t.kcp_datagrams_in);
+    sum.add("kcp_datagrams_out", t.kcp_datagrams_out);
+    sum.add("kcp_retransmits", t.kcp_retransmits);
+    sum.add("kcp_drops", t.kcp_drops);
+  }
   log.info("relay_stopped", sum.text, sum.json);
   return kExitOk;
 }

@@ -260,6 +260,10 @@ def kcp_members():
         out, _ = relay.communicate(timeout=30)
         check(relay.returncode == 0 and "drained=yes" in out,
               f"{what}: relay drained ({out.strip()[:200]})")
+        stopped = dict(re.findall(r"(\S+)=(\S+)", out))
+        check(stopped.get("kcp_connects") == "200" and stopped.get("kcp_drops") == "0",
+              f"{what}: the stop summary counts 200 KCP sessions and no KCP drop "
+              f"({stopped.get('kcp_connects')}, {stopped.get('kcp_drops')})")
 
 
 scheduled_rates()
