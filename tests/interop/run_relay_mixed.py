@@ -180,10 +180,12 @@ def main():
                 p.kill()
         relay.terminate()
         try:
-            _, err = relay.communicate(timeout=20)
+            out, err = relay.communicate(timeout=20)
         except subprocess.TimeoutExpired:
             relay.kill()
-            _, err = relay.communicate()
+            out, err = relay.communicate()
+        # The stop summary: the relay's own counts of both ports.
+        sys.stdout.write("".join(l + "\n" for l in out.splitlines() if "relay stopped" in l))
         sys.stdout.write(err[-2000:])
         shutil.rmtree(tmp, ignore_errors=True)
 
