@@ -19,7 +19,7 @@ const char* const kUsage =
     "                    [--throttle-window on|off]\n"
     "                    [--max-queued BYTES]\n"
     "                    [--schedule S:HZ,...] [--per-second] [--json FILE]\n"
-    "                    [--quiet]\n"
+    "                    [--quiet] [--protocol enet|kcp]\n"
     "                    [--dpdk-config FILE] [--dpdk-port SPEC] [--dpdk-ip A.B.C.D/NN] ...\n"
     "       tern-loadgen --help\n"
     "\n"
@@ -57,6 +57,9 @@ const char* const kUsage =
     "                      off: ENet's retransmission timeouts only\n"
     "  --congestion-window S  on (default): after a stall, resend an MTU and regrow as acks\n"
     "                      return; off: resend all that timed out at once, as ENet\n"
+    "  --protocol P        enet (default) or kcp: KCP sessions against tern-relay's KCP port\n"
+    "                      (--target is that port), each joining with \"join:<room>\";\n"
+    "                      reliable, one channel, no --broadcast, kernel sockets only\n"
     "  --nodelay S         off (default); on: KCP's nodelay: timeouts grow x1.5, a message is\n"
     "                      resent after 2 later ones are acknowledged, no throttle on the\n"
     "                      reliable window, and a Tern server is asked to acknowledge at once\n"
@@ -125,6 +128,7 @@ constexpr tern::app::FlagSpec kFlags[] = {
     {"json", true},
     {"first-room", true},
     {"broadcast", false},
+    {"protocol", true},
     {"timeout-ms", true},
     {"quiet", false},
     {"dpdk-config", true},
@@ -354,6 +358,28 @@ bool parse_config(int argc, const char* const* argv, Config& c, std::string& err
         read_uint(cl, "min-rto-ms", 0, 1000, c.min_rto_ms, error) &&
         read_uint(cl, "max-queued", 0, std::uint64_t{1} << 32, c.max_queued, error))) {
     return false;
+  }
+  if (const auto p = cl.value("protocol")) {
+    if (*p != "enet" && *p != "kcp") {
+      error = "--protocol wants enet or kcp, got '" + std::string(*p) + "'";
+      return false;
+    }
+    c.kcp = *p == "kcp";
+  }
+  if (c.kcp) {
+    // KCP is one reliable ordered stream: the relay delivers every copy that way.
+    if (c.delivery != DeliveryMode::reliable || c.channels != 1 || c.broadcast) {
+      error = "--protocol kcp: reliable delivery on one channel, without --broadcast";
+      return false;
+    }
+    if (c.driver == rt::DriverKind::dpdk) {
+      error = "--protocol kcp: kernel sockets only (--driver socket or uring)";
+      return false;
+    }
+    if (c.clients >= 65535) {
+      error = "--protocol kcp: fewer than 65,535 clients (each conv is its client id + 1)";
+      return false;
+    }
   }
   if (const auto s = cl.value("schedule"); s && !parse_schedule(*s, kMaxRate, c.schedule, error)) {
     return false;

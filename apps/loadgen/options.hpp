@@ -76,6 +76,10 @@ struct Config {
   std::uint64_t max_queued = std::uint64_t{64} << 10;
   bool throttle_window = false;  // HostConfig::throttle_reliable_window
   bool quiet = false;
+  // --protocol kcp: every client is a KCP session (engine/protocol/kcp, KCP's nodelay profile)
+  // against tern-relay's KCP port, joining its room with a first message "join:<room>"; the
+  // relay then delivers reliable, in order, on one stream (so --delivery reliable, one channel).
+  bool kcp = false;
 };
 
 // False with a one-line reason on any bad command line.

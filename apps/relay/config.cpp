@@ -193,7 +193,7 @@ bool load_config_file(const std::string& path, RelayConfig& config, std::string&
   Reader r(path, error);
   if (!r.only(root, "",
               {"relay", "limits", "overload", "protocol", "security", "rooms", "metrics",
-               "shutdown", "filter", "dpdk", "admin", "log"})) {
+               "shutdown", "filter", "dpdk", "admin", "log", "kcp"})) {
     return false;
   }
   RelayConfig c = config;
@@ -367,6 +367,38 @@ bool load_config_file(const std::string& path, RelayConfig& config, std::string&
     if (!c.rules_path.empty() && c.rules_path.front() != '/') {
       const auto slash = path.rfind('/');
       if (slash != std::string::npos) c.rules_path = path.substr(0, slash + 1) + c.rules_path;
+    }
+  } else if (!error.empty()) {
+    return false;
+  }
+
+  if (const toml::table* t = r.section(root, "kcp")) {
+    c.kcp = true;
+    if (!r.only(*t, "kcp",
+                {"port", "room_rule", "channel", "nodelay", "interval_ms", "resend", "nc",
+                 "send_window", "receive_window", "mtu", "fec", "fec_data_shards",
+                 "fec_parity_shards", "idle_timeout_ms"})) {
+      return false;
+    }
+    if (!r.integer(*t, "kcp", "port", c.kcp_port, 0, 65535)) return false;
+    if (!r.string(*t, "kcp", "room_rule", c.kcp_room_rule)) return false;
+    if (c.kcp_room_rule != "join" && c.kcp_room_rule != "conv") {
+      return r.fail("kcp.room_rule",
+                    "must be \"join\" or \"conv\", not \"" + c.kcp_room_rule + "\"");
+    }
+    if (!r.integer(*t, "kcp", "channel", c.kcp_channel, 0, 254)) return false;
+    if (!r.integer(*t, "kcp", "nodelay", c.kcp_nodelay, 0, 2)) return false;
+    if (!r.integer(*t, "kcp", "interval_ms", c.kcp_interval_ms, 1, 5000)) return false;
+    if (!r.integer(*t, "kcp", "resend", c.kcp_resend, 0, 100)) return false;
+    if (!r.boolean(*t, "kcp", "nc", c.kcp_nc)) return false;
+    if (!r.integer(*t, "kcp", "send_window", c.kcp_send_window, 1, 65535)) return false;
+    if (!r.integer(*t, "kcp", "receive_window", c.kcp_receive_window, 2, 65535)) return false;
+    if (!r.integer(*t, "kcp", "mtu", c.kcp_mtu, 100, 1500)) return false;
+    if (!r.boolean(*t, "kcp", "fec", c.kcp_fec)) return false;
+    if (!r.integer(*t, "kcp", "fec_data_shards", c.kcp_fec_data_shards, 1, 16)) return false;
+    if (!r.integer(*t, "kcp", "fec_parity_shards", c.kcp_fec_parity_shards, 1, 16)) return false;
+    if (!r.integer(*t, "kcp", "idle_timeout_ms", c.kcp_idle_timeout_ms, 1000, 3'600'000)) {
+      return false;
     }
   } else if (!error.empty()) {
     return false;

@@ -99,6 +99,23 @@ struct RelayConfig {
   // its copies at full window again instead of one MTU per round trip.
   bool throttle_window = false;
 
+  // [kcp]: KCP members (kcp-go, ikcp) on a second UDP port (config/relay.toml, README.md).
+  bool kcp = false;                    // the section is present (or --kcp-port given)
+  std::uint16_t kcp_port = 0;          // on listen's address; 0 = one the system picks (printed)
+  std::string kcp_room_rule = "join";  // "join": first message "join:<room>"; "conv": room = conv
+  std::uint32_t kcp_channel = 0;       // the channel ENet members receive KCP members' messages on
+  std::uint32_t kcp_nodelay = 1;
+  std::uint32_t kcp_interval_ms = 10;
+  std::uint32_t kcp_resend = 2;
+  bool kcp_nc = true;
+  std::uint32_t kcp_send_window = 128;
+  std::uint32_t kcp_receive_window = 128;
+  std::uint32_t kcp_mtu = 1400;
+  bool kcp_fec = false;  // frame what the relay sends with kcp-go's FEC data-shard header
+  std::uint32_t kcp_fec_data_shards = 10;
+  std::uint32_t kcp_fec_parity_shards = 3;
+  std::uint32_t kcp_idle_timeout_ms = 30000;
+
   std::vector<RoomRange> broadcast_rooms;
   std::uint32_t drain_timeout_ms = 5000;
   std::string rules_path;  // payload filter rules (engine/filter); empty = no filter

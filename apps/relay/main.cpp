@@ -44,6 +44,7 @@ constexpr const char* kUsage =
     "                  [--min-rto-ms MS] [--throttle-window on|off]\n"
     "                  [--member-backlog BYTES] [--hold-backlog BYTES] [--slow-member-ms MS]\n"
     "                  [--overflow-limit N] [--ring-limit N] [--log-format text|json]\n"
+    "                  [--kcp-port PORT]\n"
     "                  [--dpdk-config FILE] [--dpdk-port SPEC] [--dpdk-ip A.B.C.D/NN] ...\n"
     "       tern-relay --help\n"
     "\n"
@@ -84,6 +85,8 @@ constexpr const char* kUsage =
     "  --slow-member-ms MS  a member holding its room this long is disconnected (data 2)\n"
     "  --overflow-limit N   messages waiting for another shard's ring that hold senders\n"
     "  --ring-limit N       cross-shard ring slots used (for tests; 0 = all)\n"
+    "  --kcp-port PORT      also serve KCP clients (kcp-go, ikcp) on PORT of listen's address\n"
+    "                       (0: any; the [kcp] section sets the rest)\n"
     "  --log-format F       text (default) or json: every log line one JSON object with ts,\n"
     "                       level, event and its fields\n"
     "\n"
@@ -141,6 +144,7 @@ constexpr app::FlagSpec kFlags[] = {
     {"overflow-limit", true},
     {"ring-limit", true},
     {"log-format", true},
+    {"kcp-port", true},
 };
 
 int usage_error(const std::string& why) {
@@ -154,6 +158,12 @@ bool apply_flags(const app::CommandLine& cl, RelayConfig& c, std::string& why) {
     const auto e = Endpoint::parse(*v);
     if (!e) return why = "--listen: '" + std::string(*v) + "' is not HOST:PORT", false;
     c.listen = *e;
+  }
+  if (auto v = cl.value("kcp-port")) {
+    const auto n = app::parse_uint(*v, 0, 65535);
+    if (!n) return why = "--kcp-port: must be 0..65535", false;
+    c.kcp = true;
+    c.kcp_port = static_cast<std::uint16_t>(*n);
   }
   if (auto v = cl.value("shards")) {
     const auto n = app::parse_uint(*v, 1, 256);
@@ -409,6 +419,10 @@ int main(int argc, char** argv) {
     fields.add("listen", relay.local_endpoint().to_string())
         .add("shards", relay.shards())
         .add("driver", relay.driver_name());
+    if (config.kcp) {
+      text += " kcp=" + relay.kcp_endpoint().to_string();
+      fields.add("kcp", relay.kcp_endpoint().to_string());
+    }
     if (config.metrics) {
       text += " metrics=" + metrics.local_endpoint().to_string();
       fields.add("metrics", metrics.local_endpoint().to_string())
@@ -469,6 +483,18 @@ int main(int argc, char** argv) {
   sum.add("overflow_high_water", overflow_hw);
   for (std::size_t d = 0; d < kRelayDropCount; ++d) {
     sum.add(drop_name(static_cast<RelayDrop>(d)), relay.drops(static_cast<RelayDrop>(d)));
+  }
+  if (config.kcp) {
+    // The KCP port's own counters; the protocol ones above are the ENet port's.
+    sum.add("kcp_connects", t.kcp_connects);
+    sum.add("kcp_disconnects", t.kcp_disconnects);
+    sum.add("kcp_timeouts", t.kcp_timeouts);
+    sum.add("kcp_messages_in", t.kcp_messages_in);
+    sum.add("kcp_messages_out", t.kcp_messages_out);
+    sum.add("kcp_datagrams_in", t.kcp_datagrams_in);
+    sum.add("kcp_datagrams_out", t.kcp_datagrams_out);
+    sum.add("kcp_retransmits", t.kcp_retransmits);
+    sum.add("kcp_drops", t.kcp_drops);
   }
   log.info("relay_stopped", sum.text, sum.json);
   return kExitOk;

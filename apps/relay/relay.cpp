@@ -133,7 +133,8 @@ struct Relay::Member {
 
 struct Relay::ShardState {
   std::unordered_map<std::uint32_t, Room> rooms;
-  std::vector<Member> members;  // by PeerHandle::slot
+  std::vector<Member> members;      // by PeerHandle::slot
+  std::vector<Member> kcp_members;  // KCP sessions, by their slot without Shard::kKcpPeer
   std::size_t shard_count = 1;
   // By target shard: what its ring refused, and everything sent to it after that, in order.
   std::vector<Fifo<rt::ShardMessage>> waiting;
@@ -145,8 +146,17 @@ struct Relay::ShardState {
   BanList bans;  // this shard's copy of the admin endpoint's bans
 
   Member* member(PeerHandle p) {
-    if (p.slot >= members.size() || members[p.slot].peer != p) return nullptr;
-    return &members[p.slot];
+    std::vector<Member>& list = rt::Shard::is_kcp(p) ? kcp_members : members;
+    const std::uint32_t slot = p.slot & ~rt::Shard::kKcpPeer;
+    if (slot >= list.size() || list[slot].peer != p) return nullptr;
+    return &list[slot];
+  }
+  // The record for a peer that just connected, made if its slot is new.
+  Member& slot_for(PeerHandle p) {
+    std::vector<Member>& list = rt::Shard::is_kcp(p) ? kcp_members : members;
+    const std::uint32_t slot = p.slot & ~rt::Shard::kKcpPeer;
+    if (slot >= list.size()) list.resize(slot + 1);
+    return list[slot];
   }
 };
 
@@ -199,6 +209,27 @@ Relay::Relay(const RelayConfig& config)
         o.host.connect_rate_per_prefix = config.connect_rate_per_prefix;
         o.host.connect_burst_per_prefix = config.connect_burst_per_prefix;
         o.cross_ring_limit = config.ring_limit;
+        if (config.kcp) {
+          o.kcp_listen = true;
+          o.kcp_bind = config.listen;
+          o.kcp_bind.port = config.kcp_port;
+          // Like the ENet core's peer_limit: each shard may hold every member.
+          o.kcp.session_limit = o.host.peer_limit;
+          o.kcp.mtu = config.kcp_mtu;
+          o.kcp.snd_wnd = config.kcp_send_window;
+          o.kcp.rcv_wnd = config.kcp_receive_window;
+          o.kcp.nodelay = static_cast<int>(config.kcp_nodelay);
+          o.kcp.interval_ms = config.kcp_interval_ms;
+          o.kcp.fast_resend = config.kcp_resend;
+          o.kcp.no_cwnd = config.kcp_nc;
+          o.kcp.idle_timeout_ms = config.kcp_idle_timeout_ms;
+          o.kcp.send_fec = config.kcp_fec;
+          o.kcp.fec_data_shards = config.kcp_fec_data_shards;
+          o.kcp.fec_parity_shards = config.kcp_fec_parity_shards;
+          // Copies wait in a member's send queue up to member_backlog (the relay's own check);
+          // this only has to be above it in segments of any size.
+          o.kcp.max_queued_segments = 1u << 20;
+        }
         return o;
       }()) {
   const std::size_t n = std::max<std::size_t>(
@@ -271,12 +302,10 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
   ShardState& st = *state_[s.index()];
   RelayShardStats& stats = *stats_[s.index()];
   auto drop = [&](RelayDrop d) { stats.drops.add(d); };
-  const std::size_t me = s.index();
 
   switch (ev.type) {
     case EventType::connect: {
-      if (ev.peer.slot >= st.members.size()) st.members.resize(ev.peer.slot + 1);
-      Member& m = st.members[ev.peer.slot];
+      Member& m = st.slot_for(ev.peer);
       m = Member{};
       m.peer = ev.peer;
       m.address = ev.address;
@@ -292,39 +321,9 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
         return;
       }
       m.counted = true;
-      const std::uint32_t room_id = ev.data;
-      if (room_id == 0) return;
-      Room& room = st.rooms[room_id];
-      if (room.total >= config_.max_room_size) {
-        if (room.total == 0) st.rooms.erase(room_id);
-        drop(RelayDrop::room_full);
-        s.disconnect(ev.peer, kRefusedRoomFull);
-        return;
-      }
-      if (room.on_shard.empty()) {
-        room.on_shard.assign(st.shard_count, 0);
-        room.broadcast = std::any_of(config_.broadcast_rooms.begin(), config_.broadcast_rooms.end(),
-                                     [&](const RoomRange& r) { return r.contains(room_id); });
-      }
-      m.room = room_id;
-      m.order = join_order_.fetch_add(1, std::memory_order_relaxed);
-      room.local.push_back(ev.peer);
-      ++room.on_shard[me];
-      ++room.total;
-      if (room.broadcast) {
-        room.members.push_back(Streamer{m.order, static_cast<std::uint32_t>(me), ev.peer});
-      }
-      if (room.held) set_hold(s, m, true);
-      bump(stats.members);
-      stats.rooms.store(st.rooms.size(), std::memory_order_relaxed);
-      for (std::size_t t = 0; t < st.shard_count; ++t) {
-        if (t == me) continue;
-        rt::ShardMessage msg;
-        msg.tag = make_tag(kJoin, me, room_id);
-        msg.peer = ev.peer;
-        msg.data = m.order;
-        send_control(s, t, std::move(msg));
-      }
+      // A KCP member names its room in its first message (room_rule "join"), or by its conv.
+      if (rt::Shard::is_kcp(ev.peer) && config_.kcp_room_rule == "join") return;
+      join_room(s, m, ev.data);
       return;
     }
 
@@ -343,94 +342,167 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
 
     case EventType::receive: {
       Member* m = st.member(ev.peer);
-      if (m == nullptr || m->room == 0) return drop(RelayDrop::no_room);
-      const bool reliable = is_reliable(ev.delivery);
-      if (ev.packet.size() > config_.max_message_size) {
-        drop(RelayDrop::too_large);
-        // Acknowledged already: relayed to no one, so the sender must not stay on as if it had
-        // been (the core's max_packet_size refuses most such messages before the ack).
-        if (reliable) {
-          bump(stats.abusive);
-          drop_member(s, *m, kMessageTooLarge);
-        }
-        return;
-      }
-      if (filter_.enabled()) {
-        const bool dropped =
-            filter_.drops_message(me, ev.address, ev.packet.bytes(), s.now_us() / 1000);
-        if (filter_.has_new_bans(me)) share_new_bans(s);
-        if (dropped) return drop(RelayDrop::filtered);
-      }
-      const std::uint32_t room_id = m->room;
-      auto it = st.rooms.find(room_id);
-      if (it == st.rooms.end()) return;
-      Room& room = it->second;
-      bump(stats.messages_in);
-      const std::uint64_t size = ev.packet.size();
-      ++room.messages_in;
-      room.bytes_in += size;
-      ++m->messages_in;
-      m->bytes_in += size;
-      std::uint64_t copies = 0;
-
-      if (room.broadcast) {
-        const Streamer* first = room.streamer();
-        if (first != nullptr && !(first->shard == me && first->peer == ev.peer)) {
-          // A spectator speaks: only the streamer hears it.
-          if (first->shard == me) {
-            const PeerHandle to = first->peer;
-            std::size_t deepest = 0;
-            copies = s.send_many(std::span(&to, 1), ev.channel, ev.delivery, ev.packet,
-                                 PeerHandle{}, &deepest);
-            room.copies_out += copies;
-            room.bytes_out += copies * size;
-            if (copies == 0) after_refusals(s, room, ev.delivery, ev.packet.size(), 1);
-            fanned_out(s, room_id, room, deepest);
-          } else {
-            rt::ShardMessage msg;
-            msg.tag = make_tag(kToPeer, me, room_id);
-            msg.peer = first->peer;
-            msg.channel = ev.channel;
-            msg.delivery = ev.delivery;
-            msg.packet = ev.packet;
-            forward(s, first->shard, std::move(msg));
-          }
-          bump(stats.copies_out, copies);
+      if (m != nullptr && rt::Shard::is_kcp(ev.peer)) {
+        if (m->room == 0 && !m->leaving && config_.kcp_room_rule == "join") {
+          const std::optional<std::uint32_t> room_id = parse_join(ev.payload());
+          if (!room_id) return drop(RelayDrop::no_room);
+          join_room(s, *m, *room_id);
           return;
         }
+        // KCP is one reliable ordered stream: its messages reach ENet members reliably on the
+        // configured channel.
+        ev.channel = static_cast<std::uint8_t>(config_.kcp_channel);
+        ev.delivery = Delivery::reliable;
       }
-      // One reference-count add for the room's copies, not one per copy.
-      const auto others = static_cast<std::size_t>(
-          std::count_if(room.local.begin(), room.local.end(),
-                        [&](const PeerHandle& to) { return to != ev.peer; }));
-      std::size_t deepest = 0;
-      copies = s.send_many(room.local, ev.channel, ev.delivery, ev.packet, ev.peer, &deepest);
-      room.copies_out += copies;
-      room.bytes_out += copies * size;
-      if (copies != others) {
-        after_refusals(s, room, ev.delivery, ev.packet.size(), others - copies);
-      }
-      for (std::size_t t = 0; t < st.shard_count; ++t) {
-        if (t == me || room.on_shard[t] == 0) continue;
-        rt::ShardMessage msg;
-        msg.tag = make_tag(kFanout, me, room_id);
-        msg.channel = ev.channel;
-        msg.delivery = ev.delivery;
-        msg.packet = ev.packet;  // one more reference, not a copy
-        forward(s, t, std::move(msg));
-        if (st.waiting[t].size() >= config_.overflow_limit && !room.overflow_pressure) {
-          room.overflow_pressure = true;
-          update_room_hold(s, room);
-          recheck_later(st, room_id, room);
-        }
-      }
-      fanned_out(s, room_id, room, deepest);
-      bump(stats.copies_out, copies);
-      return;
+      return relay_message(s, ev, m);
     }
 
     default: return;
   }
+}
+
+std::optional<std::uint32_t> Relay::parse_join(std::span<const std::byte> payload) {
+  constexpr std::string_view kPrefix = "join:";
+  if (payload.size() <= kPrefix.size() || payload.size() > kPrefix.size() + 10) return {};
+  if (std::memcmp(payload.data(), kPrefix.data(), kPrefix.size()) != 0) return {};
+  std::uint64_t room = 0;
+  for (std::size_t i = kPrefix.size(); i < payload.size(); ++i) {
+    const auto c = static_cast<char>(payload[i]);
+    if (c < '0' || c > '9') return {};
+    room = room * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  if (room == 0 || room > 0xffffffffu) return {};
+  return static_cast<std::uint32_t>(room);
+}
+
+void Relay::join_room(rt::Shard& s, Member& m, std::uint32_t room_id) {
+  ShardState& st = *state_[s.index()];
+  RelayShardStats& stats = *stats_[s.index()];
+  auto drop = [&](RelayDrop d) { stats.drops.add(d); };
+  const std::size_t me = s.index();
+  const PeerHandle peer = m.peer;
+  if (room_id == 0) return;
+  Room& room = st.rooms[room_id];
+  if (room.total >= config_.max_room_size) {
+    if (room.total == 0) st.rooms.erase(room_id);
+    drop(RelayDrop::room_full);
+    drop_member(s, m, kRefusedRoomFull);
+    return;
+  }
+  if (room.on_shard.empty()) {
+    room.on_shard.assign(st.shard_count, 0);
+    room.broadcast = std::any_of(config_.broadcast_rooms.begin(), config_.broadcast_rooms.end(),
+                                 [&](const RoomRange& r) { return r.contains(room_id); });
+  }
+  m.room = room_id;
+  m.order = join_order_.fetch_add(1, std::memory_order_relaxed);
+  room.local.push_back(peer);
+  ++room.on_shard[me];
+  ++room.total;
+  if (room.broadcast) {
+    room.members.push_back(Streamer{m.order, static_cast<std::uint32_t>(me), peer});
+  }
+  if (room.held) set_hold(s, m, true);
+  bump(stats.members);
+  stats.rooms.store(st.rooms.size(), std::memory_order_relaxed);
+  for (std::size_t t = 0; t < st.shard_count; ++t) {
+    if (t == me) continue;
+    rt::ShardMessage msg;
+    msg.tag = make_tag(kJoin, me, room_id);
+    msg.peer = peer;
+    msg.data = m.order;
+    send_control(s, t, std::move(msg));
+  }
+}
+
+void Relay::relay_message(rt::Shard& s, Event& ev, Member* m) {
+  ShardState& st = *state_[s.index()];
+  RelayShardStats& stats = *stats_[s.index()];
+  auto drop = [&](RelayDrop d) { stats.drops.add(d); };
+  const std::size_t me = s.index();
+  if (m == nullptr || m->room == 0) return drop(RelayDrop::no_room);
+  const bool reliable = is_reliable(ev.delivery);
+  if (ev.packet.size() > config_.max_message_size) {
+    drop(RelayDrop::too_large);
+    // Acknowledged already: relayed to no one, so the sender must not stay on as if it had
+    // been (the core's max_packet_size refuses most such messages before the ack).
+    if (reliable) {
+      bump(stats.abusive);
+      drop_member(s, *m, kMessageTooLarge);
+    }
+    return;
+  }
+  if (filter_.enabled()) {
+    const bool dropped =
+        filter_.drops_message(me, ev.address, ev.packet.bytes(), s.now_us() / 1000);
+    if (filter_.has_new_bans(me)) share_new_bans(s);
+    if (dropped) return drop(RelayDrop::filtered);
+  }
+  const std::uint32_t room_id = m->room;
+  auto it = st.rooms.find(room_id);
+  if (it == st.rooms.end()) return;
+  Room& room = it->second;
+  bump(stats.messages_in);
+  const std::uint64_t size = ev.packet.size();
+  ++room.messages_in;
+  room.bytes_in += size;
+  ++m->messages_in;
+  m->bytes_in += size;
+  std::uint64_t copies = 0;
+
+  if (room.broadcast) {
+    const Streamer* first = room.streamer();
+    if (first != nullptr && !(first->shard == me && first->peer == ev.peer)) {
+      // A spectator speaks: only the streamer hears it.
+      if (first->shard == me) {
+        const PeerHandle to = first->peer;
+        std::size_t deepest = 0;
+        copies = s.send_many(std::span(&to, 1), ev.channel, ev.delivery, ev.packet, PeerHandle{},
+                             &deepest);
+        room.copies_out += copies;
+        room.bytes_out += copies * size;
+        if (copies == 0) after_refusals(s, room, ev.delivery, ev.packet.size(), 1);
+        fanned_out(s, room_id, room, deepest);
+      } else {
+        rt::ShardMessage msg;
+        msg.tag = make_tag(kToPeer, me, room_id);
+        msg.peer = first->peer;
+        msg.channel = ev.channel;
+        msg.delivery = ev.delivery;
+        msg.packet = ev.packet;
+        forward(s, first->shard, std::move(msg));
+      }
+      bump(stats.copies_out, copies);
+      return;
+    }
+  }
+  // One reference-count add for the room's copies, not one per copy.
+  const auto others = static_cast<std::size_t>(std::count_if(
+      room.local.begin(), room.local.end(), [&](const PeerHandle& to) { return to != ev.peer; }));
+  std::size_t deepest = 0;
+  copies = s.send_many(room.local, ev.channel, ev.delivery, ev.packet, ev.peer, &deepest);
+  room.copies_out += copies;
+  room.bytes_out += copies * size;
+  if (copies != others) {
+    after_refusals(s, room, ev.delivery, ev.packet.size(), others - copies);
+  }
+  for (std::size_t t = 0; t < st.shard_count; ++t) {
+    if (t == me || room.on_shard[t] == 0) continue;
+    rt::ShardMessage msg;
+    msg.tag = make_tag(kFanout, me, room_id);
+    msg.channel = ev.channel;
+    msg.delivery = ev.delivery;
+    msg.packet = ev.packet;  // one more reference, not a copy
+    forward(s, t, std::move(msg));
+    if (st.waiting[t].size() >= config_.overflow_limit && !room.overflow_pressure) {
+      room.overflow_pressure = true;
+      update_room_hold(s, room);
+      recheck_later(st, room_id, room);
+    }
+  }
+  fanned_out(s, room_id, room, deepest);
+  bump(stats.copies_out, copies);
+  return;
 }
 
 void Relay::on_message(rt::Shard& s, rt::ShardMessage& m) {
@@ -851,6 +923,41 @@ std::string Relay::metrics_text() const {
   };
   per_shard("tern_relay_peers", "gauge", "Connections the shard's protocol core holds.",
             [&](std::size_t i) { return group_.counters(i).peers; });
+  if (config_.kcp) {
+    // The KCP port's own counters; the families above and below without "kcp" in their names
+    // are the ENet port's, except the relay's (messages, copies, drops, members), which
+    // count both.
+    per_shard("tern_relay_kcp_sessions", "gauge", "KCP sessions the shard's KCP core holds.",
+              [&](std::size_t i) { return group_.counters(i).kcp_sessions; });
+    per_shard("tern_relay_kcp_datagrams_in_total", "counter",
+              "UDP datagrams received on the KCP port.",
+              [&](std::size_t i) { return group_.counters(i).kcp_datagrams_in; });
+    per_shard("tern_relay_kcp_datagrams_out_total", "counter",
+              "UDP datagrams sent from the KCP port.",
+              [&](std::size_t i) { return group_.counters(i).kcp_datagrams_out; });
+    per_shard("tern_relay_kcp_bytes_in_total", "counter",
+              "UDP payload bytes received on the KCP port.",
+              [&](std::size_t i) { return group_.counters(i).kcp_bytes_in; });
+    per_shard("tern_relay_kcp_bytes_out_total", "counter",
+              "UDP payload bytes sent from the KCP port.",
+              [&](std::size_t i) { return group_.counters(i).kcp_bytes_out; });
+    per_shard("tern_relay_kcp_messages_in_total", "counter",
+              "Messages KCP members sent (joins included).",
+              [&](std::size_t i) { return group_.counters(i).kcp_messages_in; });
+    per_shard("tern_relay_kcp_messages_out_total", "counter", "Messages queued to KCP members.",
+              [&](std::size_t i) { return group_.counters(i).kcp_messages_out; });
+    per_shard("tern_relay_kcp_connects_total", "counter", "KCP sessions opened.",
+              [&](std::size_t i) { return group_.counters(i).kcp_connects; });
+    per_shard("tern_relay_kcp_timeouts_total", "counter",
+              "KCP sessions ended by a dead link or idle timeout.",
+              [&](std::size_t i) { return group_.counters(i).kcp_timeouts; });
+    per_shard("tern_relay_kcp_retransmits_total", "counter",
+              "KCP segments sent again (timeout or fast resend).",
+              [&](std::size_t i) { return group_.counters(i).kcp_retransmits; });
+    per_shard("tern_relay_kcp_protocol_drops_total", "counter",
+              "KCP datagrams and segments refused (malformed, wrong conv, window, limits).",
+              [&](std::size_t i) { return group_.counters(i).kcp_drops; });
+  }
   family("tern_relay_rooms", "gauge", "Rooms with at least one member.");
   o << "tern_relay_rooms " << rooms() << '\n';
   per_shard("tern_relay_datagrams_in_total", "counter", "UDP datagrams received.",
@@ -1123,16 +1230,17 @@ TopTraffic Relay::top_traffic(std::size_t rooms, std::size_t talkers) {
           out.rooms.push_back(RoomTraffic{id, room.local.size(), room.messages_in, room.bytes_in,
                                           room.copies_out, room.bytes_out});
         }
-        for (const Member& m : st.members) {
-          if (!m.counted || m.leaving || s.peer_state(m.peer) != PeerState::connected) continue;
-          PeerTraffic t;
-          t.address = m.address;
-          t.room = m.room;
-          t.shard = static_cast<std::uint32_t>(s.index());
-          t.messages_in = m.messages_in;
-          t.bytes_in = m.bytes_in;
-          out.talkers.push_back(t);
-        }
+        for (const auto* list : {&st.members, &st.kcp_members})
+          for (const Member& m : *list) {
+            if (!m.counted || m.leaving || s.peer_state(m.peer) != PeerState::connected) continue;
+            PeerTraffic t;
+            t.address = m.address;
+            t.room = m.room;
+            t.shard = static_cast<std::uint32_t>(s.index());
+            t.messages_in = m.messages_in;
+            t.bytes_in = m.bytes_in;
+            out.talkers.push_back(t);
+          }
         // A client lives on one shard, so the relay's loudest are among each shard's loudest.
         keep_top(out.talkers, talkers, louder_talker, out.other, add_talker);
         return out;
@@ -1244,22 +1352,24 @@ std::vector<PeerTraffic> Relay::peer_list(std::optional<std::uint32_t> room, std
   const auto answers = ask_shards<std::vector<PeerTraffic>>(
       [this, room, limit](rt::Shard& s) {
         std::vector<PeerTraffic> out;
-        for (const Member& m : state_[s.index()]->members) {
-          if (out.size() >= limit) break;
-          if (!m.counted || m.leaving || s.peer_state(m.peer) != PeerState::connected) continue;
-          if (room && m.room != *room) continue;
-          PeerTraffic t;
-          t.address = m.address;
-          t.room = m.room;
-          t.shard = static_cast<std::uint32_t>(s.index());
-          t.messages_in = m.messages_in;
-          t.bytes_in = m.bytes_in;
-          PeerStats ps;
-          if (s.peer_stats(m.peer, ps)) t.rtt_ms = ps.rtt_ms;
-          t.backlog = s.queued_bytes(m.peer);
-          t.held = m.held;
-          out.push_back(t);
-        }
+        ShardState& st = *state_[s.index()];
+        for (const auto* list : {&st.members, &st.kcp_members})
+          for (const Member& m : *list) {
+            if (out.size() >= limit) break;
+            if (!m.counted || m.leaving || s.peer_state(m.peer) != PeerState::connected) continue;
+            if (room && m.room != *room) continue;
+            PeerTraffic t;
+            t.address = m.address;
+            t.room = m.room;
+            t.shard = static_cast<std::uint32_t>(s.index());
+            t.messages_in = m.messages_in;
+            t.bytes_in = m.bytes_in;
+            PeerStats ps;
+            if (s.peer_stats(m.peer, ps)) t.rtt_ms = ps.rtt_ms;
+            t.backlog = s.queued_bytes(m.peer);
+            t.held = m.held;
+            out.push_back(t);
+          }
         return out;
       },
       complete);
@@ -1277,12 +1387,14 @@ std::size_t Relay::kick(const Endpoint& peer, bool& complete) {
   const auto answers = ask_shards<std::size_t>(
       [this, peer](rt::Shard& s) {
         std::size_t kicked = 0;
-        for (Member& m : state_[s.index()]->members) {
-          if (!m.counted || m.leaving || !(m.address == peer)) continue;
-          if (s.peer_state(m.peer) != PeerState::connected) continue;
-          drop_member(s, m, kKicked);
-          ++kicked;
-        }
+        ShardState& st = *state_[s.index()];
+        for (auto* list : {&st.members, &st.kcp_members})
+          for (Member& m : *list) {
+            if (!m.counted || m.leaving || !(m.address == peer)) continue;
+            if (s.peer_state(m.peer) != PeerState::connected) continue;
+            drop_member(s, m, kKicked);
+            ++kicked;
+          }
         return kicked;
       },
       complete);
@@ -1303,12 +1415,13 @@ std::size_t Relay::ban(const Endpoint& address, std::uint32_t seconds, bool& sto
         const std::uint64_t now_ms = s.now_us() / 1000;
         Answer a;
         a.stored = st.bans.add(address, now_ms + std::uint64_t{seconds} * 1000, now_ms);
-        for (Member& m : st.members) {
-          if (!m.counted || m.leaving || !same_address(m.address, address)) continue;
-          if (s.peer_state(m.peer) != PeerState::connected) continue;
-          drop_member(s, m, kBanned);
-          ++a.kicked;
-        }
+        for (auto* list : {&st.members, &st.kcp_members})
+          for (Member& m : *list) {
+            if (!m.counted || m.leaving || !same_address(m.address, address)) continue;
+            if (s.peer_state(m.peer) != PeerState::connected) continue;
+            drop_member(s, m, kBanned);
+            ++a.kicked;
+          }
         return a;
       },
       complete);

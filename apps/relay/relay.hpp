@@ -162,6 +162,8 @@ class Relay {
   // Runs `task` on shard `shard`'s thread between poll iterations (any thread).
   bool post(std::size_t shard, rt::ShardTask task) { return group_.post(shard, std::move(task)); }
   Endpoint local_endpoint() const { return group_.local_endpoint(); }
+  // The KCP port ([kcp]); empty without one.
+  Endpoint kcp_endpoint() const { return group_.kcp_endpoint(); }
   std::size_t shards() const { return group_.size(); }
   std::string driver_name() const { return group_.driver_name(0); }
   rt::ShardCounters counters(std::size_t shard) const { return group_.counters(shard); }
@@ -202,6 +204,11 @@ class Relay {
 
   void on_event(rt::Shard& s, Event& ev);
   void on_message(rt::Shard& s, rt::ShardMessage& m);
+  struct Member;
+  // KCP members (room_rule "join"): "join:<room>" with the room in decimal, 1..2^32-1.
+  static std::optional<std::uint32_t> parse_join(std::span<const std::byte> payload);
+  void join_room(rt::Shard& s, Member& m, std::uint32_t room_id);
+  void relay_message(rt::Shard& s, Event& ev, Member* m);
   // Membership and bans must reach every shard, in order: what a full ring refuses waits in a
   // per-target queue (and so does everything after it) and is retried every iteration.
   // Reliable copies and control messages wait too; unreliable copies are shed instead.
@@ -211,7 +218,6 @@ class Relay {
   void drain_overflow(rt::Shard& s);
   // Overload: a room's pressure, its members' holds, slow consumers.
   struct Room;
-  struct Member;
   void fanned_out(rt::Shard& s, std::uint32_t room_id, Room& room, std::size_t deepest);
   void after_refusals(rt::Shard& s, Room& room, Delivery delivery, std::size_t size,
                       std::size_t refused);

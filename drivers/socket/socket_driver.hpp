@@ -60,6 +60,7 @@ class SocketDriver final : public rt::Driver {
   std::size_t tx_burst(std::span<const rt::TxFrame> frames) override;
   void wait(std::uint64_t timeout_us) override;
   void set_wake_fd(int fd) override { wake_fd_ = fd; }
+  int readiness_fd() const override { return fd_; }
 
   Endpoint local_endpoint() const override { return local_; }
   rt::DriverCaps caps() const override;

@@ -9,6 +9,7 @@
 
 #include "driver.hpp"
 #include "host_core.hpp"
+#include "kcp/kcp_core.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -73,6 +74,46 @@ class CoreIo {
   const std::size_t chunk_max_;
   std::vector<RxFrame> rx_;
   std::vector<proto::OutDatagram> out_;
+  std::vector<TxFrame> tx_;
+  std::uint64_t tx_waits_ = 0;
+};
+
+// The same two steps for the KCP personality's core (a shard's second listener): one rx_burst
+// per burst into KcpCore::on_datagram, and flushes no larger than the driver's tx_room().
+class KcpIo {
+ public:
+  static constexpr std::size_t kBatch = CoreIo::kBatch;
+  static constexpr std::size_t kMaxRxBursts = CoreIo::kMaxRxBursts;
+
+  KcpIo(proto::kcp::KcpCore& core, Driver& driver);
+  KcpIo(const KcpIo&) = delete;
+  KcpIo& operator=(const KcpIo&) = delete;
+
+  template <class Keep, class AfterBurst>
+  std::size_t receive(std::uint64_t now, Keep&& keep, AfterBurst&& after_burst) {
+    std::span<RxFrame> rx(rx_);
+    std::size_t total = 0;
+    for (std::size_t burst = 0; burst < kMaxRxBursts; ++burst) {
+      const std::size_t n = driver_.rx_burst(rx);
+      const std::size_t kept = n != 0 ? keep(rx.first(n)) : 0;
+      for (std::size_t i = 0; i < kept; ++i) core_.on_datagram(now, rx[i].from, rx[i].bytes);
+      if (n != 0) after_burst();
+      total += n;
+      if (n == 0 || (n < rx.size() && caps_.short_burst_means_empty)) break;
+    }
+    return total;
+  }
+  void transmit(std::uint64_t now);
+
+  std::uint64_t tx_waits() const { return tx_waits_; }
+
+ private:
+  proto::kcp::KcpCore& core_;
+  Driver& driver_;
+  const DriverCaps caps_;
+  const std::size_t chunk_max_;
+  std::vector<RxFrame> rx_;
+  std::vector<proto::kcp::KcpDatagram> out_;
   std::vector<TxFrame> tx_;
   std::uint64_t tx_waits_ = 0;
 };

@@ -96,6 +96,10 @@ class Driver {
   // shard hears about post()ed work and cross-shard messages. The caller owns the fd; the
   // driver reads it empty whenever it finds it readable. -1 watches nothing.
   virtual void set_wake_fd(int fd) = 0;
+  // A descriptor that polls readable when rx_burst has frames (kernel sockets: the socket),
+  // so an owner with a second driver can sleep on both (a shard's KCP port); -1 when the
+  // backend has none to offer.
+  virtual int readiness_fd() const { return -1; }
 
   virtual Endpoint local_endpoint() const = 0;
   virtual DriverCaps caps() const = 0;

@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -100,6 +101,18 @@ struct Shard::LiveCounters {
   std::atomic<std::uint64_t> port_rx_no_mbuf{0};
   std::atomic<std::uint64_t> port_rx_errors{0};
   std::atomic<std::uint64_t> port_tx_errors{0};
+  std::atomic<std::uint64_t> kcp_sessions{0};
+  std::atomic<std::uint64_t> kcp_datagrams_in{0};
+  std::atomic<std::uint64_t> kcp_bytes_in{0};
+  std::atomic<std::uint64_t> kcp_datagrams_out{0};
+  std::atomic<std::uint64_t> kcp_bytes_out{0};
+  std::atomic<std::uint64_t> kcp_messages_in{0};
+  std::atomic<std::uint64_t> kcp_messages_out{0};
+  std::atomic<std::uint64_t> kcp_connects{0};
+  std::atomic<std::uint64_t> kcp_disconnects{0};
+  std::atomic<std::uint64_t> kcp_timeouts{0};
+  std::atomic<std::uint64_t> kcp_retransmits{0};
+  std::atomic<std::uint64_t> kcp_drops{0};
 };
 
 // ---- Shard ---------------------------------------------------------------------------------
@@ -127,6 +140,11 @@ Shard::Shard(std::size_t index, const ShardGroupOptions& options, const ShardEve
   for (std::size_t i = 0; i < options.shards; ++i)
     inbound_.push_back(std::make_unique<CrossRing>());
   touched_list_.reserve(options.shards);
+  if (options.kcp_listen) {
+    kcp_bind_ = options.kcp_bind;
+    kcp_by_slot_.resize(options.kcp.session_limit);
+    kcp_closed_.reserve(std::min<std::size_t>(options.kcp.session_limit, 4096));
+  }
   // Without an eventfd (fd exhaustion) the shard still works: it just sleeps until traffic,
   // a timer or max_wait instead of being woken early.
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -139,6 +157,7 @@ Shard::~Shard() {
     while (ring->try_pop(m)) Packet::from_raw(m.packet).reset();
   }
   if (wake_fd_ >= 0) ::close(wake_fd_);
+  if (kcp_epoll_fd_ >= 0) ::close(kcp_epoll_fd_);
 }
 
 std::uint64_t Shard::now_us() const { return now_; }
@@ -174,26 +193,78 @@ void Shard::run(const Endpoint& bind,
   }
   driver_name_ = driver->name();
   io_ = std::make_unique<CoreIo>(core_, *driver);
+  if (options_.kcp_listen && !open_kcp(error)) return ready(nullptr, std::move(error));
   const Endpoint local = local_ = driver->local_endpoint();
   ready(&local, {});
   run_with(*driver);
   io_.reset();  // it refers to the driver, which closes here
+  kcp_io_.reset();
+  kcp_driver_.reset();
+}
+
+bool Shard::open_kcp(std::string& error) {
+  if (options_.driver == DriverKind::dpdk) {
+    error = "the KCP port needs kernel sockets: not available with the dpdk driver";
+    return false;
+  }
+  proto::kcp::KcpConfig config = options_.kcp;
+  config.random_seed = mix64(config.random_seed ^ mix64(index_ + 0x6b63));
+  kcp_ = std::make_unique<proto::kcp::KcpCore>(config);
+  DriverSpec spec;
+  spec.kind = options_.driver == DriverKind::sim ? DriverKind::sim : DriverKind::socket;
+  spec.bind = kcp_bind_;
+  spec.reuse_port = options_.share_port;
+  spec.receive_buffer = options_.socket_receive_buffer;
+  spec.send_buffer = options_.socket_send_buffer;
+  spec.burst = kBatch;
+  spec.queue = static_cast<unsigned>(index_);
+  kcp_driver_ = options_.open_driver(spec, error);
+  if (kcp_driver_ == nullptr) {
+    if (error.empty()) error = "cannot open the KCP port on " + kcp_bind_.to_string();
+    return false;
+  }
+  kcp_io_ = std::make_unique<KcpIo>(*kcp_, *kcp_driver_);
+  kcp_local_ = kcp_driver_->local_endpoint();
+  // One wait() for both ports: the ENet driver watches an epoll descriptor holding the KCP
+  // socket and the wake eventfd (and the shard empties the eventfd itself after a sleep).
+  const int ready_fd = kcp_driver_->readiness_fd();
+  if (ready_fd >= 0) {
+    kcp_epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+    if (kcp_epoll_fd_ < 0) {
+      error = "cannot create an epoll descriptor for the KCP port";
+      return false;
+    }
+    epoll_event e{};
+    e.events = EPOLLIN;
+    e.data.fd = ready_fd;
+    ::epoll_ctl(kcp_epoll_fd_, EPOLL_CTL_ADD, ready_fd, &e);
+    if (wake_fd_ >= 0) {
+      e.data.fd = wake_fd_;
+      ::epoll_ctl(kcp_epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &e);
+    }
+  }
+  return true;
 }
 
 void Shard::run_with(Driver& driver) {
-  driver.set_wake_fd(wake_fd_);
+  driver.set_wake_fd(kcp_epoll_fd_ >= 0 ? kcp_epoll_fd_ : wake_fd_);
   for (;;) {
     poll_once(driver);
     if (!stopping_) {
       if (!stop_requested_.load(std::memory_order_acquire)) continue;
       begin_graceful_stop();
     }
-    if (core_.peer_count() == 0 || now_ >= stop_deadline_) break;
+    if (kcp_) drain_kcp_on_stop();
+    const bool kcp_gone = !kcp_ || kcp_->session_count() == 0;
+    if ((core_.peer_count() == 0 && kcp_gone) || now_ >= stop_deadline_) break;
   }
+  // The disconnect events of the KCP sessions let go in the last pass.
+  if (kcp_) (void)deliver_events();
   // What the last iteration queued (the final acks of the disconnect handshakes) still goes
   // out; after this the socket closes.
   now_ = clock_.now_us();
   io_->transmit(now_);
+  if (kcp_io_) kcp_io_->transmit(now_);
   driver.refresh_stats();
   publish_counters(driver);
 }
@@ -223,7 +294,11 @@ void Shard::poll_once(Driver& driver) {
     now_ = clock_.now_us();  // the callbacks may have taken a while
   driver.set_time(now_);
   io_->transmit(now_);  // 8-10: timers, datagrams, tx_burst
-  wake_touched();       // shards we sent to this iteration
+  if (kcp_io_) {
+    kcp_driver_->set_time(now_);
+    kcp_io_->transmit(now_);
+  }
+  wake_touched();  // shards we sent to this iteration
   ++iterations_;
   const std::uint64_t ended = clock_.now_us();
   const std::uint64_t took = ended - started;
@@ -243,15 +318,26 @@ void Shard::poll_once(Driver& driver) {
 }
 
 std::size_t Shard::receive(bool& delivered) {
-  return io_->receive(
-      now_,
-      [this](std::span<RxFrame> frames) {
-        return batch_filter_ ? batch_filter_(*this, frames) : frames.size();
-      },
-      // The handler takes each burst's messages before the next burst arrives: the buffers the
-      // core just filled are still in cache, and the pool hands the same ones out again for the
-      // next burst instead of cycling through eight bursts' worth.
-      [this, &delivered] { delivered = deliver_events() || delivered; });
+  std::size_t kcp_frames = 0;
+  if (kcp_io_) {
+    kcp_driver_->set_time(now_);
+    kcp_frames = kcp_io_->receive(
+        now_,
+        [this](std::span<RxFrame> frames) {
+          return batch_filter_ ? batch_filter_(*this, frames) : frames.size();
+        },
+        [this, &delivered] { delivered = deliver_events() || delivered; });
+  }
+  return kcp_frames +
+         io_->receive(
+             now_,
+             [this](std::span<RxFrame> frames) {
+               return batch_filter_ ? batch_filter_(*this, frames) : frames.size();
+             },
+             // The handler takes each burst's messages before the next burst arrives: the buffers
+             // the core just filled are still in cache, and the pool hands the same ones out again
+             // for the next burst instead of cycling through eight bursts' worth.
+             [this, &delivered] { delivered = deliver_events() || delivered; });
 }
 
 bool Shard::deliver_events() {
@@ -266,8 +352,116 @@ bool Shard::deliver_events() {
     if (stopping_ && ev.type == EventType::connect) core_.disconnect(ev.peer, 0);
     if (handler_) handler_(*this, ev);
   }
+  if (kcp_) {
+    // Handlers may disconnect KCP sessions while these run, which appends to kcp_closed_.
+    for (std::size_t i = 0; i < kcp_closed_.size(); ++i) {
+      any = true;
+      Event closed = std::move(kcp_closed_[i]);
+      if (handler_) handler_(*this, closed);
+    }
+    kcp_closed_.clear();
+    while (kcp_->poll_event(ev)) {
+      any = true;
+      ev.peer.slot |= kKcpPeer;
+      track_kcp(ev);
+      if (stopping_ && ev.type == EventType::connect) disconnect(ev.peer, 0);
+      if (handler_) handler_(*this, ev);
+    }
+  }
   delivering_ = false;
   return any;
+}
+
+void Shard::track_kcp(const Event& ev) {
+  if (ev.type != EventType::connect && ev.type != EventType::disconnect) return;
+  const std::size_t slot = ev.peer.slot & ~kKcpPeer;
+  if (slot >= kcp_by_slot_.size()) kcp_by_slot_.resize(slot + 1);
+  if (ev.type == EventType::connect) {
+    kcp_by_slot_[slot] = ev.peer;
+  } else if (kcp_by_slot_[slot] == ev.peer) {
+    kcp_by_slot_[slot] = PeerHandle{};
+  }
+}
+
+PeerHandle Shard::kcp_connect(const Endpoint& to, std::uint32_t conv) {
+  if (!kcp_) return {};
+  PeerHandle h = kcp_->connect(now_, to, conv);
+  if (h.valid()) h.slot |= kKcpPeer;
+  return h;
+}
+
+SendResult Shard::kcp_send(PeerHandle peer, std::span<const std::byte> payload) {
+  if (!kcp_) return SendResult::not_connected;
+  return kcp_->send(kcp_inner(peer), payload);
+}
+
+std::size_t Shard::send_many(std::span<const PeerHandle> peers, std::uint8_t channel,
+                             Delivery delivery, const Packet& payload, PeerHandle skip,
+                             std::size_t* deepest) {
+  if (!kcp_) return core_.send_many(peers, channel, delivery, payload, skip, deepest);
+  // The ENet core skips handles that are not its own (a KCP handle's slot is past its
+  // table), so it takes the whole list and the KCP sessions are served after it.
+  std::size_t sent = core_.send_many(peers, channel, delivery, payload, skip, deepest);
+  for (const PeerHandle& p : peers) {
+    if (!is_kcp(p) || p == skip) continue;
+    if (kcp_->send(kcp_inner(p), payload.bytes()) != SendResult::ok) continue;
+    ++sent;
+    if (deepest != nullptr) *deepest = std::max(*deepest, queued_bytes(p));
+  }
+  return sent;
+}
+
+void Shard::disconnect(PeerHandle peer, std::uint32_t data) {
+  if (!is_kcp(peer)) return core_.disconnect(peer, data);
+  if (!kcp_) return;
+  const std::optional<Endpoint> address = kcp_->session_address(kcp_inner(peer));
+  if (!address) return;
+  kcp_->disconnect(kcp_inner(peer));
+  Event ev;
+  ev.type = EventType::disconnect;
+  ev.peer = peer;
+  ev.address = *address;
+  ev.reason = DisconnectReason::local;
+  ev.data = data;
+  track_kcp(ev);
+  // Handed over by the next deliver_events(), not from inside this call: the caller may be
+  // walking its own lists. idle() does not sleep on one that is owed.
+  kcp_closed_.push_back(std::move(ev));
+}
+
+PeerState Shard::peer_state(PeerHandle peer) const {
+  if (!is_kcp(peer)) return core_.peer_state(peer);
+  return kcp_ && kcp_->session_address(kcp_inner(peer)) ? PeerState::connected
+                                                        : PeerState::disconnected;
+}
+
+bool Shard::peer_stats(PeerHandle peer, PeerStats& out) const {
+  if (!is_kcp(peer)) return core_.peer_stats(peer, out);
+  proto::kcp::KcpSessionStats k;
+  if (!kcp_ || !kcp_->session_stats(kcp_inner(peer), k)) return false;
+  out = PeerStats{};
+  out.rtt_ms = k.srtt_ms;
+  out.mtu = kcp_->config().mtu;
+  out.window_size = k.remote_wnd;
+  out.channel_count = 1;
+  return true;
+}
+
+std::size_t Shard::queued_bytes(PeerHandle peer) const {
+  if (!is_kcp(peer)) return core_.queued_bytes(peer);
+  proto::kcp::KcpSessionStats k;
+  if (!kcp_ || !kcp_->session_stats(kcp_inner(peer), k)) return 0;
+  return static_cast<std::size_t>(k.queued_bytes);
+}
+
+// KCP has no goodbye: a session is let go once what was queued to it is acknowledged, so a
+// drain delivers the room's last messages to KCP members as it does to ENet ones.
+void Shard::drain_kcp_on_stop() {
+  for (const PeerHandle p : kcp_by_slot_) {
+    if (!p.valid()) continue;
+    proto::kcp::KcpSessionStats k;
+    if (!kcp_->session_stats(kcp_inner(p), k) || k.in_flight + k.queued == 0) disconnect(p, 0);
+  }
 }
 
 void Shard::track(const Event& ev) {
@@ -368,16 +562,19 @@ void Shard::wake() {
 
 bool Shard::idle(Driver& driver, bool busy) {
   if (options_.idle == IdlePolicy::busy_poll &&
-      (!options_.busy_poll_only_connected || core_.peer_count() != 0)) {
+      (!options_.busy_poll_only_connected || core_.peer_count() != 0 ||
+       (kcp_ && kcp_->session_count() != 0))) {
     return false;
   }
   // More work is likely right behind a non-empty burst or a full ring batch: go round again.
   if (busy) return false;
   if (posted_pending_.load(std::memory_order_relaxed)) return false;
+  if (!kcp_closed_.empty()) return false;
   if (stop_requested_.load(std::memory_order_relaxed) && !stopping_) return false;
   const std::uint64_t now = clock_.now_us();
-  const std::uint64_t deadline =
+  std::uint64_t deadline =
       std::min(core_.next_deadline_us(), tick_handler_ ? tick_deadline_ : kNever);
+  if (kcp_) deadline = std::min(deadline, kcp_->next_deadline_us());
   if (deadline <= now) return false;
   const auto cap = static_cast<std::uint64_t>(std::max<std::int64_t>(options_.max_wait.count(), 0));
   const std::uint64_t wait = deadline == kNever ? cap : std::min(deadline - now, cap);
@@ -394,6 +591,12 @@ bool Shard::idle(Driver& driver, bool busy) {
     ++idle_waits_;
     publish_counters(driver);
     driver.wait(wait);
+    if (kcp_epoll_fd_ >= 0 && wake_fd_ >= 0) {
+      // The driver watched the epoll descriptor, not the eventfd: empty it here, or it would
+      // keep every later wait from sleeping.
+      std::uint64_t count;
+      (void)!::read(wake_fd_, &count, sizeof count);
+    }
   }
   sleeping_.store(false, std::memory_order_relaxed);
   // The driver has emptied the eventfd if it woke on it. A producer that raced with this
@@ -457,6 +660,21 @@ void Shard::publish_counters(const Driver& driver) {
   l.idle_polls.store(idle_polls_, r);
   l.tx_waits.store(io_->tx_waits(), r);
   l.idle_poll_us.store(idle_poll_us_, r);
+  if (kcp_) {
+    const proto::kcp::KcpCounters& k = kcp_->counters();
+    l.kcp_sessions.store(kcp_->session_count(), r);
+    l.kcp_datagrams_in.store(k.datagrams_in, r);
+    l.kcp_bytes_in.store(k.bytes_in, r);
+    l.kcp_datagrams_out.store(k.datagrams_out, r);
+    l.kcp_bytes_out.store(k.bytes_out, r);
+    l.kcp_messages_in.store(k.messages_in, r);
+    l.kcp_messages_out.store(k.messages_out, r);
+    l.kcp_connects.store(k.sessions_opened, r);
+    l.kcp_disconnects.store(k.sessions_closed, r);
+    l.kcp_timeouts.store(k.dead_links + k.idle_timeouts, r);
+    l.kcp_retransmits.store(k.retransmits + k.fast_retransmits, r);
+    l.kcp_drops.store(k.drops.total(), r);
+  }
 }
 
 void Shard::begin_graceful_stop() {
@@ -540,6 +758,18 @@ ShardCounters Shard::counters() const {
   s.idle_polls = l.idle_polls.load(r);
   s.tx_waits = l.tx_waits.load(r);
   s.idle_poll_us = l.idle_poll_us.load(r);
+  s.kcp_sessions = l.kcp_sessions.load(r);
+  s.kcp_datagrams_in = l.kcp_datagrams_in.load(r);
+  s.kcp_bytes_in = l.kcp_bytes_in.load(r);
+  s.kcp_datagrams_out = l.kcp_datagrams_out.load(r);
+  s.kcp_bytes_out = l.kcp_bytes_out.load(r);
+  s.kcp_messages_in = l.kcp_messages_in.load(r);
+  s.kcp_messages_out = l.kcp_messages_out.load(r);
+  s.kcp_connects = l.kcp_connects.load(r);
+  s.kcp_disconnects = l.kcp_disconnects.load(r);
+  s.kcp_timeouts = l.kcp_timeouts.load(r);
+  s.kcp_retransmits = l.kcp_retransmits.load(r);
+  s.kcp_drops = l.kcp_drops.load(r);
   return s;
 }
 
@@ -596,6 +826,9 @@ bool ShardGroup::start(std::string& error) {
 
   auto launch = [&](std::size_t i, Endpoint bind) {
     Shard* shard = shards_[i].get();
+    if (i != 0 && options_.share_port && options_.kcp_listen) {
+      shard->kcp_bind_.port = shards_[0]->kcp_local_.port;  // shard 0 has reported
+    }
     threads_.emplace_back([shard, bind, &ready_fn] { shard->run(bind, ready_fn); });
   };
   auto wait_reports = [&](std::size_t n) {
@@ -711,6 +944,18 @@ ShardCounters ShardGroup::total() const {
     t.idle_polls += c.idle_polls;
     t.tx_waits += c.tx_waits;
     t.idle_poll_us += c.idle_poll_us;
+    t.kcp_sessions += c.kcp_sessions;
+    t.kcp_datagrams_in += c.kcp_datagrams_in;
+    t.kcp_bytes_in += c.kcp_bytes_in;
+    t.kcp_datagrams_out += c.kcp_datagrams_out;
+    t.kcp_bytes_out += c.kcp_bytes_out;
+    t.kcp_messages_in += c.kcp_messages_in;
+    t.kcp_messages_out += c.kcp_messages_out;
+    t.kcp_connects += c.kcp_connects;
+    t.kcp_disconnects += c.kcp_disconnects;
+    t.kcp_timeouts += c.kcp_timeouts;
+    t.kcp_retransmits += c.kcp_retransmits;
+    t.kcp_drops += c.kcp_drops;
   }
   return t;
 }
@@ -721,6 +966,10 @@ std::thread::id ShardGroup::thread_id(std::size_t shard) const {
 
 Endpoint ShardGroup::local_endpoint(std::size_t shard) const {
   return shard < shards_.size() ? shards_[shard]->local_ : Endpoint{};
+}
+
+Endpoint ShardGroup::kcp_endpoint(std::size_t shard) const {
+  return shard < shards_.size() ? shards_[shard]->kcp_local_ : Endpoint{};
 }
 
 std::string ShardGroup::driver_name(std::size_t shard) const {

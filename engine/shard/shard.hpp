@@ -24,6 +24,7 @@
 #include "driver.hpp"
 #include "fast_clock.hpp"
 #include "host_core.hpp"
+#include "kcp/kcp_core.hpp"
 #include "spsc_ring.hpp"
 
 #include <tern/endpoint.hpp>
@@ -83,6 +84,16 @@ struct ShardGroupOptions {
   // Messages each cross-shard ring holds before send_to_shard refuses (0 or more than the
   // ring's capacity: the capacity). For tests that need full rings with little traffic.
   std::size_t cross_ring_limit = 0;
+  // The KCP personality on a second port (DESIGN §3.4; engine/protocol/kcp): each shard also
+  // runs a KcpCore on kcp_bind (shared with SO_REUSEPORT like bind, so the kernel steers each
+  // remote address and port, and so each (address, port, conv) session, to one shard; port 0:
+  // shard 0 picks one and the others join it). Its sessions arrive through the same events as
+  // ENet peers, with handles Shard::is_kcp tells apart. The KCP port is a kernel socket (the
+  // socket driver) for socket and uring groups and a sim address for sim groups; DPDK groups
+  // refuse it.
+  bool kcp_listen = false;
+  Endpoint kcp_bind;
+  proto::kcp::KcpConfig kcp;
 };
 
 // Poll iterations by how long their work took (sleep excluded): bucket i counts iterations
@@ -142,6 +153,20 @@ struct ShardCounters {
   // time: loop_time_us - idle_poll_us is the time the shard spent working.
   std::uint64_t idle_polls = 0;
   std::uint64_t idle_poll_us = 0;
+  // The KCP personality (ShardGroupOptions::kcp_listen); zero without it. The counters above
+  // are the ENet core's only.
+  std::uint64_t kcp_sessions = 0;  // gauge
+  std::uint64_t kcp_datagrams_in = 0;
+  std::uint64_t kcp_bytes_in = 0;
+  std::uint64_t kcp_datagrams_out = 0;
+  std::uint64_t kcp_bytes_out = 0;
+  std::uint64_t kcp_messages_in = 0;
+  std::uint64_t kcp_messages_out = 0;
+  std::uint64_t kcp_connects = 0;
+  std::uint64_t kcp_disconnects = 0;  // timeouts and the application's disconnects
+  std::uint64_t kcp_timeouts = 0;     // dead links and idle timeouts
+  std::uint64_t kcp_retransmits = 0;  // timeouts and fast resends
+  std::uint64_t kcp_drops = 0;        // malformed or refused segments, every reason
   // The driver's device (DPDK ports): reported by the shard on the port's first queue.
   // total() sums the counts; its link is down if any shard's is, else up if any is.
   PortStats port;
@@ -185,31 +210,48 @@ class Shard {
   //
   // The connection work an application does on this shard's protocol core; each is
   // proto::HostCore's function of the same name (engine/protocol/host_core.hpp), at now_us().
+  //
+  // KCP sessions (ShardGroupOptions::kcp_listen) take the same calls: their handles carry
+  // kKcpPeer in the slot (is_kcp), and each call goes to the shard's KcpCore instead. KCP is
+  // one reliable ordered stream: channel and delivery are ignored, every message is sent
+  // reliably and in order. disconnect() forgets a KCP session at once (KCP has no goodbye)
+  // and the handler still gets its disconnect event (reason local, the given data) at the
+  // shard's next delivery, as for ENet peers. hold_intake does nothing on KCP sessions.
+  static constexpr std::uint32_t kKcpPeer = 0x80000000u;
+  static bool is_kcp(PeerHandle peer) { return peer.valid() && (peer.slot & kKcpPeer) != 0; }
   PeerHandle connect(const Endpoint& to, std::size_t channel_count, std::uint32_t data = 0) {
     return core_.connect(now_, to, channel_count, data);
   }
+  // Client side of KCP: a session with `conv` to `to` on the shard's KCP port (invalid
+  // without one). Its connect event comes with the peer's first segment.
+  PeerHandle kcp_connect(const Endpoint& to, std::uint32_t conv);
   SendResult send(PeerHandle peer, std::uint8_t channel, Delivery delivery, Packet payload) {
+    if (is_kcp(peer)) return kcp_send(peer, payload.bytes());
     return core_.send(peer, channel, delivery, std::move(payload));
   }
   SendResult send(PeerHandle peer, std::uint8_t channel, Delivery delivery,
                   std::span<const std::byte> payload) {
+    if (is_kcp(peer)) return kcp_send(peer, payload);
     return core_.send(peer, channel, delivery, payload);
   }
   // One payload to many peers of this shard, `skip` left out; the payload is referenced, not
-  // copied. `deepest`, when given, is raised to the largest queued_bytes() it sent to.
+  // copied (KCP sessions copy it into their segments). `deepest`, when given, is raised to the
+  // largest queued_bytes() it sent to.
   std::size_t send_many(std::span<const PeerHandle> peers, std::uint8_t channel, Delivery delivery,
                         const Packet& payload, PeerHandle skip = {},
-                        std::size_t* deepest = nullptr) {
-    return core_.send_many(peers, channel, delivery, payload, skip, deepest);
-  }
-  void disconnect(PeerHandle peer, std::uint32_t data = 0) { core_.disconnect(peer, data); }
+                        std::size_t* deepest = nullptr);
+  void disconnect(PeerHandle peer, std::uint32_t data = 0);
   // Back-pressure before the acknowledgement: while held, the peer's new reliable messages are
   // neither delivered nor acknowledged, so its own window stops it.
-  void hold_intake(PeerHandle peer, bool held) { core_.hold_intake(peer, held); }
-  PeerState peer_state(PeerHandle peer) const { return core_.peer_state(peer); }
-  bool peer_stats(PeerHandle peer, PeerStats& out) const { return core_.peer_stats(peer, out); }
+  void hold_intake(PeerHandle peer, bool held) {
+    if (!is_kcp(peer)) core_.hold_intake(peer, held);
+  }
+  PeerState peer_state(PeerHandle peer) const;
+  bool peer_stats(PeerHandle peer, PeerStats& out) const;
   // Payload bytes queued to the peer, in flight or unacknowledged (0 for stale handles).
-  std::size_t queued_bytes(PeerHandle peer) const { return core_.queued_bytes(peer); }
+  std::size_t queued_bytes(PeerHandle peer) const;
+  // The KCP core, for the runtime's own tests (null without kcp_listen).
+  proto::kcp::KcpCore* kcp_core() { return kcp_.get(); }
   // Reliable commands this shard's core has sent again so far (live, unlike counters()).
   std::uint64_t retransmits() const { return core_.counters().retransmits; }
   // The whole core, for the runtime's own tests; applications use the functions above.
@@ -272,6 +314,11 @@ class Shard {
 
   void begin_graceful_stop();
   void track(const Event& ev);
+  void track_kcp(const Event& ev);
+  SendResult kcp_send(PeerHandle peer, std::span<const std::byte> payload);
+  static PeerHandle kcp_inner(PeerHandle p) { return PeerHandle{p.slot & ~kKcpPeer, p.generation}; }
+  bool open_kcp(std::string& error);
+  void drain_kcp_on_stop();
 
   // Any thread.
   void post(ShardTask task);
@@ -348,6 +395,20 @@ class Shard {
   std::vector<ShardTask> posted_;
   std::vector<ShardTask> draining_;  // shard-thread only; keeps its capacity between swaps
 
+  // The KCP personality (kcp_listen): its core, driver and batches, made on the shard's thread
+  // before polling. Its socket and the wake eventfd are watched through one epoll descriptor
+  // handed to the ENet driver as its wake fd, so one wait() covers both ports.
+  Endpoint kcp_bind_;  // set by the group before the thread starts
+  std::unique_ptr<proto::kcp::KcpCore> kcp_;
+  std::unique_ptr<Driver> kcp_driver_;
+  std::unique_ptr<KcpIo> kcp_io_;
+  int kcp_epoll_fd_ = -1;
+  // Sessions by core slot (a graceful stop walks them) and the disconnect events disconnect()
+  // owes the handler; both reserved up front.
+  std::vector<PeerHandle> kcp_by_slot_;
+  std::vector<Event> kcp_closed_;
+  Endpoint kcp_local_;  // written before `ready`, read-only afterwards
+
   std::unique_ptr<LiveCounters> live_;
   std::string driver_name_;  // written before `ready`, read-only afterwards
   Endpoint local_;           // likewise
@@ -389,6 +450,8 @@ class ShardGroup {
   bool running() const { return running_.load(std::memory_order_acquire); }
   Endpoint local_endpoint() const { return local_; }  // shard 0's
   Endpoint local_endpoint(std::size_t shard) const;
+  // The KCP port (kcp_listen), shard 0's or shard `shard`'s; empty without one.
+  Endpoint kcp_endpoint(std::size_t shard = 0) const;
   ShardCounters counters(std::size_t shard) const;
   ShardCounters total() const;
   std::thread::id thread_id(std::size_t shard) const;

@@ -39,6 +39,7 @@ struct Client {
   std::uint32_t errors = 0;
   bool disconnected = false;
   DisconnectReason reason = DisconnectReason::none;
+  bool sent = false;  // its messages are queued (a KCP client sends before its connect event)
 };
 
 // Payload: client id, then sequence number, so the receiver can check both.
@@ -53,6 +54,8 @@ void handle(Client& c, Event& ev) {
   switch (ev.type) {
     case EventType::connect:
       c.connected = true;
+      if (c.sent) break;
+      c.sent = true;
       for (std::uint32_t seq = 0; seq < kMessages; ++seq) {
         const auto msg = encode(c.id, seq);
         if (c.host->send(c.peer, 0, Delivery::reliable, std::span<const std::byte>(msg)) !=
@@ -496,6 +499,137 @@ TEST(Shard, StartFailsCleanlyWhenThePortIsTaken) {
   EXPECT_FALSE(group.start(error));
   EXPECT_FALSE(error.empty());
   EXPECT_FALSE(group.running());
+}
+
+// The KCP personality beside ENet (ShardGroupOptions::kcp_listen): KCP clients (tern::Host with
+// Personality::kcp) and ENet clients echo through the same shards and the same handler, which
+// tells them apart by Shard::is_kcp; a server-side disconnect of a KCP session still yields its
+// disconnect event; a graceful stop lets the sessions go once their echoes are acknowledged.
+TEST(Shard, KcpSessionsShareTheEventsWithEnetPeers) {
+  constexpr std::size_t kKcpClients = 24;
+  constexpr std::size_t kEnetClients = 8;
+  ShardGroupOptions o = echo_options(DriverKind::socket);
+  o.kcp_listen = true;
+  o.kcp_bind = *Endpoint::parse("127.0.0.1:0");
+  ShardGroup group(o);
+  std::atomic<std::uint32_t> kcp_connects{0}, enet_connects{0}, kcp_closed{0};
+  std::atomic<std::uint32_t> kcp_closed_data{0}, kcp_receives{0}, enet_receives{0};
+  std::atomic<std::uint32_t> wrong_personality{0};
+  group.set_event_handler([&](Shard& s, Event& ev) {
+    const bool kcp = Shard::is_kcp(ev.peer);
+    switch (ev.type) {
+      case EventType::connect:
+        ++(kcp ? kcp_connects : enet_connects);
+        if (kcp != (ev.address.port != 0 && ev.data >= 1000)) ++wrong_personality;
+        break;
+      case EventType::receive:
+        ++(kcp ? kcp_receives : enet_receives);
+        if (s.send(ev.peer, ev.channel, ev.delivery, std::move(ev.packet)) != SendResult::ok)
+          ++wrong_personality;
+        break;
+      case EventType::disconnect:
+        if (kcp) {
+          ++kcp_closed;
+          kcp_closed_data.store(ev.data);
+        }
+        break;
+      default: break;
+    }
+  });
+  std::string error;
+  ASSERT_TRUE(group.start(error)) << error;
+  const Endpoint kcp_server = group.kcp_endpoint();
+  ASSERT_NE(kcp_server.port, 0);
+  ASSERT_NE(kcp_server.port, group.local_endpoint().port);
+  for (std::size_t i = 1; i < group.size(); ++i) EXPECT_EQ(group.kcp_endpoint(i), kcp_server);
+
+  std::vector<Client> clients(kKcpClients + kEnetClients);
+  for (std::size_t i = 0; i < clients.size(); ++i) {
+    Client& c = clients[i];
+    c.id = static_cast<std::uint32_t>(i);
+    const bool kcp = i < kKcpClients;
+    HostOptions ho;
+    ho.socket_receive_buffer = 256 << 10;
+    ho.socket_send_buffer = 256 << 10;
+    if (kcp) ho.personality = Personality::kcp;
+    c.host = Host::listen(ho, Endpoint::v4(0x7f000002u + static_cast<std::uint32_t>(i), 0), error);
+    ASSERT_NE(c.host, nullptr) << error;
+    // KCP conversations from 1000 up (the handler checks the personality by it); ENet connect
+    // data 0.
+    c.peer = kcp ? c.host->connect(kcp_server, 1, 1000 + c.id)
+                 : c.host->connect(group.local_endpoint(), 1);
+    ASSERT_TRUE(c.peer.valid());
+    // A KCP session may send at once; its connect event comes with the first echo.
+    if (kcp) {
+      c.sent = true;
+      for (std::uint32_t seq = 0; seq < kMessages; ++seq) {
+        const auto msg = encode(c.id, seq);
+        ASSERT_EQ(c.host->send(c.peer, 0, Delivery::reliable, std::span<const std::byte>(msg)),
+                  SendResult::ok);
+      }
+    }
+  }
+  ASSERT_TRUE(pump_until(clients, [&] {
+    for (const Client& c : clients) {
+      if (c.next_expected < kMessages) return false;
+    }
+    return true;
+  })) << "not every client got its echoes in time";
+  for (const Client& c : clients) {
+    EXPECT_EQ(c.errors, 0u) << "client " << c.id;
+    EXPECT_EQ(c.next_expected, kMessages) << c.id;
+  }
+  EXPECT_EQ(kcp_connects.load(), kKcpClients);
+  EXPECT_EQ(enet_connects.load(), kEnetClients);
+  EXPECT_EQ(kcp_receives.load(), kKcpClients * kMessages);
+  EXPECT_EQ(enet_receives.load(), kEnetClients * kMessages);
+  EXPECT_EQ(wrong_personality.load(), 0u);
+  ASSERT_TRUE(wait_until([&] { return group.total().kcp_messages_out >= kKcpClients * kMessages; },
+                         5000ms));
+  const ShardCounters total = group.total();
+  EXPECT_EQ(total.kcp_sessions, kKcpClients);
+  EXPECT_EQ(total.kcp_connects, kKcpClients);
+  EXPECT_EQ(total.kcp_messages_in, kKcpClients * kMessages);
+  EXPECT_EQ(total.kcp_messages_out, kKcpClients * kMessages);
+  EXPECT_EQ(total.kcp_drops, 0u);
+  EXPECT_EQ(total.messages_in, kEnetClients * kMessages);  // the ENet core's own
+  EXPECT_EQ(total.peers, kEnetClients);
+  std::uint64_t on_both = 0;
+  for (std::size_t i = 0; i < group.size(); ++i) on_both += group.counters(i).kcp_sessions != 0;
+  EXPECT_EQ(on_both, group.size()) << "SO_REUSEPORT gave a shard no KCP session";
+
+  // The server forgets one KCP session: the handler still hears of it, with the data given.
+  std::promise<bool> done;
+  auto closed = done.get_future();
+  group.post(0, [&](Shard& s) {
+    bool found = false;
+    for (std::uint32_t slot = 0; slot < 64 && !found; ++slot) {
+      for (std::uint32_t gen = 1; gen < 4 && !found; ++gen) {
+        const PeerHandle h{slot | Shard::kKcpPeer, gen};
+        if (s.peer_state(h) != PeerState::connected) continue;
+        s.disconnect(h, 77);
+        found = s.peer_state(h) == PeerState::disconnected;
+      }
+    }
+    done.set_value(found);
+  });
+  ASSERT_EQ(closed.wait_for(5s), std::future_status::ready);
+  EXPECT_TRUE(closed.get());
+  EXPECT_TRUE(wait_until([&] { return kcp_closed.load() == 1; }, 5000ms));
+  EXPECT_EQ(kcp_closed_data.load(), 77u);
+
+  // Graceful stop: every session is let go (its echoes were acknowledged), every ENet peer
+  // disconnects, well inside the limit.
+  std::atomic<bool> stopped{false};
+  bool all_gone = false;
+  std::thread stopper([&] {
+    all_gone = group.stop(10000ms);
+    stopped.store(true);
+  });
+  pump_until(clients, [&] { return stopped.load(); });
+  stopper.join();
+  EXPECT_TRUE(all_gone);
+  EXPECT_EQ(kcp_closed.load(), kKcpClients);
 }
 
 }  // namespace

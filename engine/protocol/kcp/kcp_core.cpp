@@ -148,6 +148,7 @@ struct Session {
   std::uint32_t probe = 0, ts_probe = 0, probe_wait = 0;
   std::uint32_t fec_seq = 0;
   std::uint64_t last_recv_ms = 0;
+  std::uint64_t queued_bytes = 0;  // payload bytes in snd_queue and snd_buf
 
   SegList snd_queue, snd_buf, rcv_buf, pending;
   std::vector<Ack> acks;  // capacity fixed at 2 x rcv_wnd when the slot is first used
@@ -258,6 +259,7 @@ struct KcpCore::Impl {
     pool.give_all(s.snd_buf);
     pool.give_all(s.rcv_buf);
     pool.give_all(s.pending);
+    s.queued_bytes = 0;
     s.ack_count = 0;
     s.live = false;
     // A dirty session stays on the list until flush() passes it, and its slot with it.
@@ -426,6 +428,7 @@ struct KcpCore::Impl {
       s.rmt_wnd = wnd;
       while (s.snd_buf.head != nullptr && diff(s.snd_buf.head->sn, una) < 0) {
         Seg* g = s.snd_buf.head;
+        s.queued_bytes -= g->len;
         s.snd_buf.remove(g);
         pool.give(g);
       }
@@ -442,6 +445,7 @@ struct KcpCore::Impl {
           if (diff(cur, ts) >= 0) update_rtt(s, diff(cur, ts));
           for (Seg* g = s.snd_buf.head; g != nullptr; g = g->next) {
             if (g->sn == sn) {
+              s.queued_bytes -= g->len;
               s.snd_buf.remove(g);
               pool.give(g);
               break;
@@ -777,6 +781,7 @@ struct KcpCore::Impl {
       const std::size_t take = std::min<std::size_t>(len, mss - t->len);
       std::memcpy(t->data.data() + t->len, p, take);
       t->len += static_cast<std::uint32_t>(take);
+      s->queued_bytes += take;
       p += take;
       len -= take;
       if (len == 0) {
@@ -796,6 +801,7 @@ struct KcpCore::Impl {
       if (n != 0) std::memcpy(g->data.data(), p, n);
       g->frg = cfg.stream ? 0 : static_cast<std::uint8_t>(count - i - 1);
       s->snd_queue.push_back(g);
+      s->queued_bytes += n;
       p += n;
       len -= n;
     }
@@ -851,6 +857,7 @@ bool KcpCore::session_stats(PeerHandle session, KcpSessionStats& out) const {
   out.remote_wnd = s->rmt_wnd;
   out.in_flight = s->snd_buf.n;
   out.queued = s->snd_queue.n;
+  out.queued_bytes = s->queued_bytes;
   out.fec_seen = s->fec_seen;
   return true;
 }

@@ -132,9 +132,10 @@ struct KcpSessionStats {
   std::uint32_t rto_ms = 0;
   std::uint32_t cwnd = 0;
   std::uint32_t remote_wnd = 0;
-  std::uint32_t in_flight = 0;  // segments sent and not yet acknowledged
-  std::uint32_t queued = 0;     // segments waiting for the send window
-  bool fec_seen = false;        // the peer frames with kcp-go's FEC header
+  std::uint32_t in_flight = 0;     // segments sent and not yet acknowledged
+  std::uint32_t queued = 0;        // segments waiting for the send window
+  std::uint64_t queued_bytes = 0;  // payload bytes of in_flight and queued segments
+  bool fec_seen = false;           // the peer frames with kcp-go's FEC header
 };
 
 class KcpCore {

@@ -6,7 +6,7 @@ members and rooms span shards. The same with clients delaying their acks (fewer 
 into the relay), with the relay's protocol settings (checksums; ENet's retransmission
 timing; the relay delaying its acks; selective acks off), then a broadcast-room run and a
 delivery mix (routing and duplicates exact; the unreliable kinds may lose on a loaded
-machine, so their loss is only reported).
+machine, so their loss is only reported), and KCP clients on the relay's KCP port.
 
 usage: loadgen_accounting.py TERN_RELAY TERN_LOADGEN"""
 import re
@@ -229,7 +229,45 @@ def scheduled_rates():
           "--schedule out of order: exit 2 with the reason")
 
 
+def kcp_members():
+    """--protocol kcp: every client a KCP session on the relay's KCP port, joined with
+    "join:<room>"; exact accounting as for ENet clients, and the relay's /metrics-free stop
+    summary and a drain that lets every session go."""
+    what = "KCP clients"
+    relay, ready = start_relay(["--kcp-port", "0"])
+    try:
+        kcp = next((w.split("=", 1)[1] for w in ready if w.startswith("kcp=")), None)
+        check(kcp is not None, f"{what}: relay names its KCP port ({ready})")
+        r = subprocess.run([LOADGEN, "--target", kcp, "--quiet", "--protocol", "kcp",
+                            "--clients", "200", "--room-size", "8", "--rate", "20",
+                            "--duration", "2", "--warmup", "1", "--sources", "127.0.0.0/28"],
+                           capture_output=True, text=True, timeout=90)
+        f, line = fields(r.stdout)
+        print("  " + line)
+        check(r.returncode == 0, f"{what}: loadgen exit 0 ({r.stderr.strip()[-300:]})")
+        check(f.get("protocol") == "kcp", f"{what}: the report says protocol=kcp")
+        for k in ("duplicates", "out_of_order", "misrouted", "mismatched", "lost"):
+            check(f.get(k) == "0", f"{what}: {k}=0 (got {f.get(k)})")
+        expected, delivered = int(f.get("expected", -1)), int(f.get("delivered", -2))
+        check(expected > 0 and delivered == expected,
+              f"{what}: delivered == expected ({delivered} of {expected})")
+        bad = subprocess.run([LOADGEN, "--target", kcp, "--protocol", "kcp", "--channels", "2"],
+                             capture_output=True, text=True, timeout=10)
+        check(bad.returncode == 2 and "--protocol kcp: reliable delivery on one channel" in
+              bad.stderr, "--protocol kcp with two channels: exit 2 with the reason")
+    finally:
+        relay.terminate()
+        out, _ = relay.communicate(timeout=30)
+        check(relay.returncode == 0 and "drained=yes" in out,
+              f"{what}: relay drained ({out.strip()[:200]})")
+        stopped = dict(re.findall(r"(\S+)=(\S+)", out))
+        check(stopped.get("kcp_connects") == "200" and stopped.get("kcp_drops") == "0",
+              f"{what}: the stop summary counts 200 KCP sessions and no KCP drop "
+              f"({stopped.get('kcp_connects')}, {stopped.get('kcp_drops')})")
+
+
 scheduled_rates()
 stalled_relay()
+kcp_members()
 print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
 sys.exit(1 if failures else 0)

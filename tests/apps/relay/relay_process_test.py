@@ -115,6 +115,11 @@ with tempfile.TemporaryDirectory() as d:
                "fast_retransmit not a boolean")
     bad_config("[protocol]\nselective_ack = false\n", ["protocol.selective_ack", "unknown key"],
                "misspelt protocol key")
+    bad_config("[kcp]\nroom_rule = \"first\"\n", ["kcp.room_rule", "\"join\" or \"conv\""],
+               "unknown KCP room rule")
+    bad_config("[kcp]\nport = 70000\n", ["kcp.port", "between 0 and 65535"], "KCP port out of range")
+    bad_config("[kcp]\nwindow = 64\n", ["kcp.window", "unknown key"], "misspelt kcp key")
+    bad_config("[kcp]\nmtu = 9000\n", ["kcp.mtu", "between 100 and 1500"], "KCP mtu out of range")
     rules = os.path.join(d, "bad.rules")
     with open(rules, "w") as f:
         f.write("# a comment\n5 message drop /(never closed/\n")
