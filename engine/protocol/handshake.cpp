@@ -171,8 +171,7 @@ inline std::uint64_t HostCore::Impl::source_hash(const Endpoint& key) const {
 // Bans, then (for a CONNECT) the per-address and per-prefix buckets; true: drop, counted.
 inline bool HostCore::Impl::refused_source(const Endpoint& from, bool connect) {
   if (guard.has_bans()) {
-    const Endpoint a = SourceGuard::address_of(from);
-    if (guard.banned(a, source_hash(a), now_ms)) {
+    if (guard.covers(from, now_ms, [this](const Endpoint& k) { return source_hash(k); })) {
       ++counters.connects_banned;
       counters.drops.add(Drop::banned);
       return true;

@@ -421,5 +421,35 @@ TEST_F(Handshake, BannedSourceIsNotAnsweredUntilTheBanEnds) {
   EXPECT_FALSE(server.banned(Endpoint::v4(0x0a000003, 0), now_us));
 }
 
+// A prefix ban covers every address in it and nothing outside; the listing names the prefix,
+// and lifting it readmits the prefix's sources.
+TEST_F(Handshake, PrefixBanCoversItsAddressesOnly) {
+  server.ban(Endpoint::v4(0x0a010000, 0), now_us + 5'000'000, 96 + 16);  // 10.1.0.0/16
+  server.ban(Endpoint::v4(0x0a020003, 0), now_us + 5'000'000);           // 10.2.0.3
+  EXPECT_TRUE(server.banned(Endpoint::v4(0x0a01ff07, 9), now_us));
+  EXPECT_FALSE(server.banned(Endpoint::v4(0x0a020007, 9), now_us));
+  EXPECT_TRUE(server.banned(Endpoint::v4(0x0a020003, 9), now_us));
+  for (std::uint32_t i = 0; i < 10; ++i) {
+    server.on_datagram(now_us, Endpoint::v4(0x0a010000 + i * 257, 1000), forged_connect(i));
+  }
+  server.on_datagram(now_us, Endpoint::v4(0x0a030001, 1000), forged_connect(50));
+  EXPECT_EQ(server.counters().connects_banned, 10u);
+  EXPECT_EQ(server.counters().half_open_created, 1u);
+  const auto listed = server.bans(now_us);
+  ASSERT_EQ(listed.size(), 2u);
+  bool saw_prefix = false;
+  for (const auto& b : listed) {
+    if (b.prefix_bits == 112) {
+      saw_prefix = true;
+      EXPECT_EQ(b.address, Endpoint::v4(0x0a010000, 0));
+    }
+  }
+  EXPECT_TRUE(saw_prefix);
+  server.unban(Endpoint::v4(0x0a010000, 0), 112);
+  EXPECT_FALSE(server.banned(Endpoint::v4(0x0a01ff07, 9), now_us));
+  EXPECT_TRUE(server.banned(Endpoint::v4(0x0a020003, 9), now_us));
+  EXPECT_TRUE(server.bans(now_us + 5'000'000).empty());  // both end then
+}
+
 }  // namespace
 }  // namespace tern::proto
