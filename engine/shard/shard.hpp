@@ -117,6 +117,8 @@ struct ShardCounters {
   std::uint64_t half_open_created = 0;     // CONNECTs from unknown sources given a half-open entry
   std::uint64_t half_open_evicted = 0;     // half-open entries pushed out by newer ones
   std::uint64_t cookies_sent = 0;          // VERIFY_CONNECTs sent to unverified sources
+  std::uint64_t connects_rate_limited = 0;  // CONNECTs over a per-source or prefix limit
+  std::uint64_t connects_banned = 0;        // handshake datagrams from banned sources
   std::uint64_t cookies_invalid = 0;       // acks of a VERIFY_CONNECT with the wrong cookie
   std::uint64_t cookies_expired = 0;       // datagrams for a handshake past its timeout
   std::uint64_t amplification_capped = 0;  // replies not sent: more than the unverified source sent
