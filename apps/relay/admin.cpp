@@ -189,7 +189,8 @@ HttpResponse OpsEndpoint::admin(const HttpRequest& request) {
     if (!target) {
       return answer(Result::bad_request, 400,
                     error_json("address: must be an IPv4 or IPv6 address or ADDRESS/BITS, "
-                               "without a port (" + why + ")"));
+                               "without a port (" +
+                               why + ")"));
     }
     std::uint64_t seconds = kDefaultBanSeconds;
     if (const std::string* v = request.param("seconds")) {
@@ -198,8 +199,7 @@ HttpResponse OpsEndpoint::admin(const HttpRequest& request) {
                       error_json("seconds: must be 1.." + std::to_string(kMaxBanSeconds)));
       }
     }
-    const std::size_t kicked =
-        relay_.ban(*target, static_cast<std::uint32_t>(seconds), complete);
+    const std::size_t kicked = relay_.ban(*target, static_cast<std::uint32_t>(seconds), complete);
     const std::string host = ban_target_text(*target);
     log_.write(stderr, LogLevel::info, "admin_ban",
                "tern-relay: admin ban address=" + host + " seconds=" + std::to_string(seconds) +
@@ -216,7 +216,8 @@ HttpResponse OpsEndpoint::admin(const HttpRequest& request) {
     if (!target) {
       return answer(Result::bad_request, 400,
                     error_json("address: must be an IPv4 or IPv6 address or ADDRESS/BITS, "
-                               "without a port (" + why + ")"));
+                               "without a port (" +
+                               why + ")"));
     }
     const bool was = relay_.unban(*target, complete);
     const std::string host = ban_target_text(*target);

@@ -122,7 +122,6 @@ constexpr app::FlagSpec kFlags[] = {
     {"max-room-size", true},
     {"broadcast-rooms", true},
     {"rules", true},
-    {"bans", true},
     {"dpdk-config", true},
     {"dpdk-port", true},
     {"dpdk-ip", true},
@@ -143,6 +142,7 @@ constexpr app::FlagSpec kFlags[] = {
     {"overflow-limit", true},
     {"ring-limit", true},
     {"log-format", true},
+    {"bans", true},
 };
 
 int usage_error(const std::string& why) {

@@ -282,7 +282,7 @@ void Relay::share_new_bans(rt::Shard& s) {
 // Into the engine's list (refusing handshakes from then on), and the target's connected
 // clients are disconnected with data kBanned, each counted as drops_total{reason="banned"}.
 std::size_t Relay::apply_ban(rt::Shard& s, const BanTarget& target, std::uint64_t until_us) {
-  s.core().ban(target.address, until_us, target.prefix_bits);
+  s.ban(target.address, until_us, target.prefix_bits);
   std::size_t kicked = 0;
   for (Member& m : state_[s.index()]->members) {
     if (!m.counted || m.leaving || !covers(target, m.address)) continue;
@@ -310,7 +310,7 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
       m.peer = ev.peer;
       m.address = ev.address;
       // A handshake already under way when the ban came.
-      if (s.core().banned(ev.address, s.now_us())) {
+      if (s.banned(ev.address)) {
         drop(RelayDrop::banned);
         s.disconnect(ev.peer, kBanned);
         return;
@@ -1344,12 +1344,11 @@ std::size_t Relay::ban(const BanTarget& target, std::uint32_t seconds, bool& com
 bool Relay::unban(const BanTarget& target, bool& complete) {
   const auto answers = ask_shards<bool>(
       [target](rt::Shard& s) {
-        const auto running = s.core().bans(s.now_us());
-        const bool was =
-            std::any_of(running.begin(), running.end(), [&](const proto::HostCore::BanEntry& b) {
-              return b.prefix_bits == target.prefix_bits && b.address == target.address;
-            });
-        s.core().unban(target.address, target.prefix_bits);
+        const auto running = s.bans();
+        const bool was = std::any_of(running.begin(), running.end(), [&](const auto& b) {
+          return b.prefix_bits == target.prefix_bits && b.address == target.address;
+        });
+        s.unban(target.address, target.prefix_bits);
         return was;
       },
       complete);
@@ -1361,11 +1360,12 @@ std::vector<BanInfo> Relay::bans(bool& complete) {
       [](rt::Shard& s) {
         const std::uint64_t now_us = s.now_us();
         std::vector<BanInfo> out;
-        for (const proto::HostCore::BanEntry& b : s.core().bans(now_us)) {
+        for (const auto& b : s.bans()) {
           BanInfo info;
           info.target = BanTarget{b.address, b.prefix_bits};
           info.until_removed = b.until_us >= kNever / 2;
-          info.remaining_ms = info.until_removed ? 0 : (b.until_us - now_us) / 1000;
+          info.remaining_ms =
+              info.until_removed || b.until_us <= now_us ? 0 : (b.until_us - now_us) / 1000;
           out.push_back(info);
         }
         return out;

@@ -26,8 +26,8 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <vector>
 #include <span>
+#include <vector>
 
 namespace tern::proto {
 

@@ -78,8 +78,7 @@ class SourceGuard {
   }
 
   // Bans the key (ban_key) until `until_ms`; a full set loses its soonest-ending ban.
-  void ban(const Endpoint& key, std::uint64_t hash, std::uint64_t until_ms,
-           std::size_t capacity) {
+  void ban(const Endpoint& key, std::uint64_t hash, std::uint64_t until_ms, std::size_t capacity) {
     const unsigned bits = key_bits(key);
     if (bits < 128) prefix_lengths_[bits / 64] |= std::uint64_t{1} << (bits % 64);
     const Endpoint& address = key;

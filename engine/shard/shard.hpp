@@ -117,8 +117,6 @@ struct ShardCounters {
   std::uint64_t half_open_created = 0;     // CONNECTs from unknown sources given a half-open entry
   std::uint64_t half_open_evicted = 0;     // half-open entries pushed out by newer ones
   std::uint64_t cookies_sent = 0;          // VERIFY_CONNECTs sent to unverified sources
-  std::uint64_t connects_rate_limited = 0;  // CONNECTs over a per-source or prefix limit
-  std::uint64_t connects_banned = 0;        // handshake datagrams from banned sources
   std::uint64_t cookies_invalid = 0;       // acks of a VERIFY_CONNECT with the wrong cookie
   std::uint64_t cookies_expired = 0;       // datagrams for a handshake past its timeout
   std::uint64_t amplification_capped = 0;  // replies not sent: more than the unverified source sent
@@ -126,6 +124,9 @@ struct ShardCounters {
   std::uint64_t unverified_bytes_in = 0;   // bytes from sources not yet verified
   std::uint64_t unverified_bytes_out = 0;  // bytes sent to them
   std::uint64_t timeouts = 0;              // peers disconnected because they stopped answering
+  // Handshake datagrams refused unanswered: over [connect_rate_per_*], or from a banned source.
+  std::uint64_t connects_rate_limited = 0;
+  std::uint64_t connects_banned = 0;
   // host.intake_rate / intake_bandwidth: reliable messages left unacknowledged (resent later)
   // and unreliable ones dropped.
   std::uint64_t over_limit_refused = 0;
@@ -209,6 +210,15 @@ class Shard {
   // neither delivered nor acknowledged, so its own window stops it.
   void hold_intake(PeerHandle peer, bool held) { core_.hold_intake(peer, held); }
   PeerState peer_state(PeerHandle peer) const { return core_.peer_state(peer); }
+  // The host-level ban list: refuses handshakes from the address or prefix (Shard time).
+  void ban(const Endpoint& address, std::uint64_t until_us, unsigned prefix_bits = 128) {
+    core_.ban(address, until_us, prefix_bits);
+  }
+  void unban(const Endpoint& address, unsigned prefix_bits = 128) {
+    core_.unban(address, prefix_bits);
+  }
+  bool banned(const Endpoint& address) const { return core_.banned(address, now_); }
+  std::vector<proto::HostCore::BanEntry> bans() const { return core_.bans(now_); }
   bool peer_stats(PeerHandle peer, PeerStats& out) const { return core_.peer_stats(peer, out); }
   // Payload bytes queued to the peer, in flight or unacknowledged (0 for stale handles).
   std::size_t queued_bytes(PeerHandle peer) const { return core_.queued_bytes(peer); }

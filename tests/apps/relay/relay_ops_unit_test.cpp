@@ -35,8 +35,8 @@ TEST(BanTarget, AddressesAndPrefixesParseAndCover) {
   ASSERT_TRUE(v6net) << why;
   EXPECT_TRUE(covers(*v6net, at("[2001:db8:5::9]:7")));
   EXPECT_FALSE(covers(*v6net, at("10.1.0.1:7")));
-  for (const char* bad : {"", "0.0.0.0", "10.0.0.1/33", "10.0.0.1:80", "nonsense", "::/129",
-                          "10.0.0.0/x"}) {
+  for (const char* bad :
+       {"", "0.0.0.0", "10.0.0.1/33", "10.0.0.1:80", "nonsense", "::/129", "10.0.0.0/x"}) {
     EXPECT_FALSE(parse_ban_target(bad, why)) << bad;
   }
 }
@@ -56,8 +56,9 @@ class BansFile : public ::testing::Test {
 };
 
 TEST_F(BansFile, ReadsLinesCommentsAndSeconds) {
-  write("# banned for abuse\n\n10.0.0.1\n  10.2.0.0/16   600  # a day's worth later\n"
-        "2001:db8::/48 30\n");
+  write(
+      "# banned for abuse\n\n10.0.0.1\n  10.2.0.0/16   600  # a day's worth later\n"
+      "2001:db8::/48 30\n");
   std::vector<BanLine> lines;
   std::string error;
   ASSERT_TRUE(read_bans_file(path_, lines, error)) << error;
