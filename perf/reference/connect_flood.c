@@ -140,7 +140,8 @@ int main(int argc, char** argv) {
   for (;;) {
     const uint64_t now = now_ns();
     if (now >= next_drain || now >= end) {
-      /* Read back what the server sent each source: every 25 ms, before any receive buffer fills. */
+      /* Read back what the server sent each source: every 25 ms, before any receive buffer fills.
+       */
       for (long i = 0; i < sources; ++i) {
         ssize_t n;
         while ((n = recv(fds[i], in, sizeof in, 0)) > 0) {
@@ -182,11 +183,12 @@ int main(int argc, char** argv) {
     answered_count += answered[i];
     close(fds[i]);
   }
-  printf("flood sent=%llu bytes_sent=%llu received=%llu bytes_received=%llu "
-         "sources_answered=%llu seconds=%.3f rate=%.0f\n",
-         (unsigned long long)sent, (unsigned long long)bytes_sent, (unsigned long long)received,
-         (unsigned long long)bytes_received, (unsigned long long)answered_count, seconds,
-         (double)sent / seconds);
+  printf(
+      "flood sent=%llu bytes_sent=%llu received=%llu bytes_received=%llu "
+      "sources_answered=%llu seconds=%.3f rate=%.0f\n",
+      (unsigned long long)sent, (unsigned long long)bytes_sent, (unsigned long long)received,
+      (unsigned long long)bytes_received, (unsigned long long)answered_count, seconds,
+      (double)sent / seconds);
   free(fds);
   free(answered);
   return 0;

@@ -53,9 +53,8 @@ int main(int argc, char** argv) {
     }
   }
   ENetAddress to;
-  if (argc % 2 == 0 || target == NULL || parse_enet_endpoint(target, &to, 0) != 0 ||
-      clients < 1 || clients > kMaxClients || timeout_ms < 1 || timeout_ms > 600000 ||
-      base < 1 || base > 254) {
+  if (argc % 2 == 0 || target == NULL || parse_enet_endpoint(target, &to, 0) != 0 || clients < 1 ||
+      clients > kMaxClients || timeout_ms < 1 || timeout_ms > 600000 || base < 1 || base > 254) {
     fprintf(stderr,
             "usage: enet-connect-time --target HOST:PORT [--clients N (1..%d, default 100)]\n"
             "                         [--timeout-ms T (default 10000)] [--base B (127.B.x.y, "

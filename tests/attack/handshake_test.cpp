@@ -451,5 +451,43 @@ TEST_F(Handshake, PrefixBanCoversItsAddressesOnly) {
   EXPECT_TRUE(server.bans(now_us + 5'000'000).empty());  // both end then
 }
 
+// The half-open table at its full default size, kept full by a flood that goes on (400,000
+// CONNECTs/s of simulated time, each from a new source): a legitimate client still connects.
+// Entries are evicted oldest-of-a-set, so a handshake survives about capacity / rate seconds,
+// far longer than its round trip; a client whose entry went resends its CONNECT.
+TEST_F(Handshake, LegitClientConnectsThroughAFullHalfOpenTable) {
+  const HostConfig sc;
+  ASSERT_EQ(sc.half_open_capacity, 65536u);
+  HostCore big(sc);
+  std::uint32_t next = 0;
+  auto flood = [&](std::uint32_t n) {
+    for (std::uint32_t i = 0; i < n; ++i, ++next) {
+      big.on_datagram(now_us, Endpoint::v4(0x0b000000u + next, 1024), forged_connect(next));
+    }
+    drain(big, server_ep);  // the cookies go out (and are never answered)
+  };
+  flood(200'000);
+  // Sets are chosen by hash: nearly every entry is taken, each set full or close to it.
+  EXPECT_GT(big.counters().half_open, sc.half_open_capacity * 95 / 100);
+  EXPECT_GT(big.counters().half_open_evicted, 100'000u);
+  Client c = client(0x0a000009, 40009, 91);
+  c.peer = c.core->connect(now_us, server_ep, 2, 9);
+  std::size_t connects = 0;
+  for (int r = 0; r < 2000 && connects == 0; ++r) {  // 10 s of simulated time at most
+    flood(2'000);
+    for (Wire& w : drain(*c.core, c.ep)) big.on_datagram(now_us, c.ep, w.bytes);
+    for (Wire& w : drain(big, server_ep)) {
+      if (w.to == c.ep) c.core->on_datagram(now_us, server_ep, w.bytes);
+    }
+    Event ev;
+    while (big.poll_event(ev)) connects += ev.type == EventType::connect ? 1 : 0;
+    now_us += 5'000;
+  }
+  EXPECT_EQ(connects, 1u);
+  EXPECT_TRUE(client_connected(c));
+  EXPECT_EQ(big.peer_count(), 1u);  // no flood source holds a peer
+  EXPECT_LE(big.counters().half_open, sc.half_open_capacity);
+}
+
 }  // namespace
 }  // namespace tern::proto
