@@ -15,7 +15,8 @@ tern-loadgen plays --clients established clients in rooms of 8 (reliable, 64 B, 
 and never answering. One second into the flood, enet-connect-time starts --new-clients new
 libenet clients (127.88.0.x) at once and times each connect (10 s limit).
 
-Figures per run: established p99 without the flood (the median of the per-second p99s before
+Figures per run: the relay's CPU (share of a core) before and during the flood; established
+p99 without the flood (the median of the per-second p99s before
 it) and with it (the median over the flood's seconds but its first); the new clients' connect
 times (p50, max) and how many failed; peer slots held by flood sources (tern-relay: peers
 promoted minus legitimate connects, from /metrics; libenet: slots in use but not connected,
@@ -48,7 +49,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.dont_write_bytecode = True
 sys.path.insert(0, HERE)
-from runtime_bench import free_port, parse_kv  # noqa: E402
+from runtime_bench import free_port, parse_kv, proc_cpu_s  # noqa: E402
 
 BASE_SECONDS = 3  # measured seconds before the flood
 
@@ -130,7 +131,10 @@ def one_run(build, name, a):
             raise RuntimeError(f"{name}: the established clients did not connect: "
                                + "".join(lg_lines[-5:]))
         flood_at = connected_at[0] + 1 + BASE_SECONDS  # 1 s warm-up, then the quiet seconds
+        time.sleep(max(0.0, connected_at[0] + 1 - time.monotonic()))
+        cpu0, t0 = proc_cpu_s(relay.pid), time.monotonic()
         time.sleep(max(0.0, flood_at - time.monotonic()))
+        cpu1, t1 = proc_cpu_s(relay.pid), time.monotonic()
         before = scrape(metrics) if metrics else {}
         floods = [subprocess.Popen(on1 + [os.path.join(build, "perf/reference/connect-flood"),
                                           "--target", target, "--rate", str(a.flood_rate / 2),
@@ -157,6 +161,10 @@ def one_run(build, name, a):
             mid = scrape(metrics)
             r["slots_in_use_mid_flood"] = int(mid.get("tern_relay_peers", 0))
         flood = [parse_kv(f.communicate(timeout=flood_s + 30)[0]) for f in floods]
+        cpu2, t2 = proc_cpu_s(relay.pid), time.monotonic()
+        # Share of one core the relay used, before and during the flood.
+        r["relay_cpu_without"] = round((cpu1 - cpu0) / (t1 - t0), 2)
+        r["relay_cpu_with"] = round((cpu2 - cpu1) / (t2 - t1), 2)
         conn = parse_kv(ct.communicate(timeout=30)[0])
         lg.wait(timeout=duration + 60)
         reader.join(timeout=10)
@@ -207,7 +215,7 @@ def median_of(runs, key):
     return statistics.median(vals) if vals else None
 
 
-KEYS = ["p99_ms_without", "p99_ms_with", "p99_ratio", "new_connected", "new_failed", "new_p50_ms",
+KEYS = ["relay_cpu_without", "relay_cpu_with", "p99_ms_without", "p99_ms_with", "p99_ratio", "new_connected", "new_failed", "new_p50_ms",
         "new_max_ms", "flood_slots", "flood_bytes_out_per_in", "flood_rate", "established_lost",
         "established_dropped"]
 
@@ -242,13 +250,15 @@ def main():
           f"sources, {a.new_clients} new libenet clients; medians of {a.runs} run(s)")
     cols = [("relay", 12), ("p99 no flood", 13), ("p99 flood", 10), ("ratio", 6),
             ("new ok", 7), ("new p50", 8), ("new max", 8), ("flood slots", 12),
-            ("out/in", 7), ("flood/s", 8), ("lost", 5), ("dropped", 8)]
+            ("out/in", 7), ("flood/s", 8), ("lost", 6), ("dropped", 8), ("cpu", 5),
+            ("cpu flood", 10)]
     print(" ".join(h.rjust(w) for h, w in cols))
     for n, s in summary.items():
         vals = [n, s["p99_ms_without"], s["p99_ms_with"], s["p99_ratio"],
                 f'{s["new_connected"]}/{a.new_clients}', s["new_p50_ms"], s["new_max_ms"],
                 s["flood_slots"], s["flood_bytes_out_per_in"], s["flood_rate"],
-                s["established_lost"], s["established_dropped"]]
+                s["established_lost"], s["established_dropped"], s["relay_cpu_without"],
+                s["relay_cpu_with"]]
         print(" ".join((f"{v:.2f}" if isinstance(v, float) else str(v)).rjust(w)
                        for v, (_, w) in zip(vals, cols)))
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
