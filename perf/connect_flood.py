@@ -5,7 +5,8 @@ relay in one run.
 
     perf/connect_flood.py [--build build-release] [--runs 3] [--relays tern-socket,libenet]
                           [--clients 1000] [--rate 5] [--flood-rate 100000] [--flood-seconds 6]
-                          [--sources 1024] [--new-clients 100] [--quick] [--out FILE]
+                          [--sources 1024] [--new-clients 100] [--tern-config FILE]
+                          [--quick] [--out FILE]
 
 Per relay and run (a fresh relay process each, pinned to CPU 0; everything else on CPU 1):
 tern-loadgen plays --clients established clients in rooms of 8 (reliable, 64 B, --rate Hz each,
@@ -54,7 +55,7 @@ from runtime_bench import free_port, parse_kv, proc_cpu_s  # noqa: E402
 BASE_SECONDS = 3  # measured seconds before the flood
 
 
-def start_relay(build, name, peers):
+def start_relay(build, name, peers, tern_config=None):
     port = free_port()
     target = f"127.0.0.1:{port}"
     metrics = None
@@ -65,6 +66,8 @@ def start_relay(build, name, peers):
         metrics = f"127.0.0.1:{free_port()}"
         cmd = [os.path.join(build, "apps/relay/tern-relay"), "--listen", target, "--shards", "1",
                "--pin", "off", "--driver", "socket", "--peers", str(peers), "--metrics", metrics]
+        if tern_config:
+            cmd[1:1] = ["--config", tern_config]
     p = subprocess.Popen(["taskset", "-c", "0"] + cmd, stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL, text=True, start_new_session=True)
     line = p.stdout.readline()
@@ -103,7 +106,8 @@ def one_run(build, name, a):
     flood_s, new = a.flood_seconds, a.new_clients
     duration = BASE_SECONDS + flood_s + 2
     relay, target, metrics, relay_lines = start_relay(build, name,
-                                                      a.clients + new + a.sources * 2 + 64)
+                                                      a.clients + new + a.sources * 2 + 64,
+                                                      a.tern_config)
     on1 = ["taskset", "-c", "1"]
     out_json = f"/tmp/connect-flood-{os.getpid()}-{name}.json"
     lg = subprocess.Popen(on1 + [os.path.join(build, "apps/loadgen/tern-loadgen"), "--target",
@@ -231,6 +235,7 @@ def main():
     ap.add_argument("--flood-seconds", type=int, default=6)
     ap.add_argument("--sources", type=int, default=1024)
     ap.add_argument("--new-clients", type=int, default=100)
+    ap.add_argument("--tern-config", help="a tern-relay config file (e.g. [security] limits)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "connect_flood.json"))
     a = ap.parse_args()
