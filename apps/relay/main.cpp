@@ -105,7 +105,7 @@ constexpr const char* kUsage =
     "\n"
     "Prints 'relaying HOST:PORT' once ready. SIGTERM/SIGINT: graceful drain, summary, exit 0.\n"
     "SIGHUP: reload the filter rules and the bans file; a file that fails keeps what runs (one\n"
-    "line on stderr either way, naming the file and line). A bad bans file at start: exit 1.\n"
+    "line on stderr either way, naming the file and line). A bad bans file at start: exit 2.\n"
     "exit status: 0 clean stop, 1 cannot start, 2 bad command line or configuration\n";
 
 constexpr app::FlagSpec kFlags[] = {
@@ -366,6 +366,12 @@ int main(int argc, char** argv) {
   }
   if (!check_combination(config, config_path.empty() ? "(no config file)" : config_path, error)) {
     log.error("config_error", error);
+    return kExitUsage;
+  }
+  // A bad bans file is a configuration error, named by file and line, before anything starts.
+  if (std::vector<BanLine> lines;
+      !config.bans_path.empty() && !read_bans_file(config.bans_path, lines, error)) {
+    log.error("config_error", "security.bans_file: " + error);
     return kExitUsage;
   }
   // The DPDK EAL and port for --driver dpdk, set up before the relay's shard group starts and

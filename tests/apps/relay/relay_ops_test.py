@@ -521,7 +521,7 @@ with tempfile.TemporaryDirectory() as d:
     with open(bans_path, "w") as f:
         f.write("127.0.0.1\n\n10.0.0.0/40\n")
     r = run(["--config", bcfg])
-    check(r.returncode != 0 and f"{bans_path}:3: prefix length" in r.stderr,
+    check(r.returncode == 2 and f"security.bans_file: {bans_path}:3: prefix length" in r.stderr,
           f"a bad bans file at start: exit {r.returncode}, {r.stderr.strip()!r}")
 
 print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
