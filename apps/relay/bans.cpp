@@ -124,6 +124,11 @@ bool read_bans_file(const std::string& path, std::vector<BanLine>& out, std::str
       }
       b.seconds = static_cast<std::uint32_t>(seconds);
     }
+    if (lines.size() == kMaxBansFileLines) {
+      error = where() + "more than " + std::to_string(kMaxBansFileLines) +
+              " bans (use prefixes: one line covers a whole network)";
+      return false;
+    }
     lines.push_back(b);
   }
   if (in.bad()) {

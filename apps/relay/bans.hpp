@@ -7,6 +7,7 @@
 
 #include <tern/endpoint.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -37,9 +38,13 @@ struct BanLine {
   std::uint32_t seconds = 0;
 };
 inline constexpr std::uint32_t kMaxBanSeconds = 30 * 24 * 3600;
+// A quarter of the engine's ban table (HostConfig::ban_capacity, 16,384 per shard): room for
+// the admin endpoint's and the filter's bans beside the file's, none displaced.
+inline constexpr std::size_t kMaxBansFileLines = 4096;
 
 // Reads a bans file: one "TARGET [SECONDS]" a line; '#' starts a comment; blank lines are
-// skipped. False with "FILE:LINE: reason" (or "FILE: reason" when it cannot be read).
+// skipped; at most kMaxBansFileLines bans. False with "FILE:LINE: reason" (or "FILE: reason"
+// when it cannot be read).
 bool read_bans_file(const std::string& path, std::vector<BanLine>& out, std::string& error);
 
 }  // namespace tern::relay

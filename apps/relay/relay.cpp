@@ -282,7 +282,9 @@ void Relay::share_new_bans(rt::Shard& s) {
 // Into the engine's list (refusing handshakes from then on), and the target's connected
 // clients are disconnected with data kBanned, each counted as drops_total{reason="banned"}.
 std::size_t Relay::apply_ban(rt::Shard& s, const BanTarget& target, std::uint64_t until_us) {
-  s.ban(target.address, until_us, target.prefix_bits);
+  if (!s.ban(target.address, until_us, target.prefix_bits)) {
+    bump(stats_[s.index()]->bans_displaced);
+  }
   std::size_t kicked = 0;
   for (Member& m : state_[s.index()]->members) {
     if (!m.counted || m.leaving || !covers(target, m.address)) continue;
@@ -936,6 +938,9 @@ std::string Relay::metrics_text() const {
   per_shard("tern_relay_connects_banned_total", "counter",
             "Handshake datagrams from banned addresses or prefixes, unanswered.",
             [&](std::size_t i) { return group_.counters(i).connects_banned; });
+  per_shard("tern_relay_bans_displaced_total", "counter",
+            "Running bans a full set of the ban table let go of for a new one.",
+            [&](std::size_t i) { return stats_[i]->bans_displaced.load(); });
   per_shard("tern_relay_cookies_invalid_total", "counter",
             "Acks of a VERIFY_CONNECT with the wrong cookie.",
             [&](std::size_t i) { return group_.counters(i).cookies_invalid; });

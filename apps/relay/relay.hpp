@@ -81,6 +81,8 @@ struct RelayShardStats {
   RelayDropCounters drops;
   // Joins, leaves and bans a full ring refused, held and sent again in order (never lost).
   std::atomic<std::uint64_t> control_held{0};
+  // Running bans the engine's full ban table let go of to take a new one.
+  std::atomic<std::uint64_t> bans_displaced{0};
   // Overload (see the header comment).
   std::atomic<std::uint64_t> reliable_queued{0};      // reliable copies a full ring made wait
   std::atomic<std::uint64_t> overflow{0};             // messages waiting for rings (gauge)

@@ -310,9 +310,10 @@ std::size_t HostCore::queued_bytes(PeerHandle peer) const {
   return p != nullptr && p->queues != nullptr ? p->queues->queued_bytes : 0;
 }
 
-void HostCore::ban(const Endpoint& address, std::uint64_t until_us, unsigned prefix_bits) {
+bool HostCore::ban(const Endpoint& address, std::uint64_t until_us, unsigned prefix_bits) {
   const Endpoint k = proto::SourceGuard::ban_key(address, prefix_bits);
-  impl_->guard.ban(k, impl_->source_hash(k), until_us / 1000, impl_->config.ban_capacity);
+  return impl_->guard.ban(k, impl_->source_hash(k), until_us / 1000, impl_->config.ban_capacity,
+                          impl_->now_ms);
 }
 
 void HostCore::unban(const Endpoint& address, unsigned prefix_bits) {

@@ -17,6 +17,9 @@ namespace tern::proto {
 class SourceGuard {
  public:
   static constexpr std::size_t kWays = 4;
+  // Bans are set by operators, not by traffic: larger sets, so that a list of capacity / 4
+  // bans displaces none (a set overflows with odds near 1e-6).
+  static constexpr std::size_t kBanWays = 16;
 
   // The address part of a source (its port zeroed), or its prefix.
   static Endpoint address_of(const Endpoint& e) {
@@ -77,23 +80,27 @@ class SourceGuard {
     return key.port == 0 ? 128u : static_cast<unsigned>(key.port & 0xff);
   }
 
-  // Bans the key (ban_key) until `until_ms`; a full set loses its soonest-ending ban.
-  void ban(const Endpoint& key, std::uint64_t hash, std::uint64_t until_ms, std::size_t capacity) {
+  // Bans the key (ban_key) until `until_ms`; a full set loses its soonest-ending ban. False
+  // when that was another key's ban still running at `now_ms` (displaced).
+  bool ban(const Endpoint& key, std::uint64_t hash, std::uint64_t until_ms, std::size_t capacity,
+           std::uint64_t now_ms) {
     const unsigned bits = key_bits(key);
     if (bits < 128) prefix_lengths_[bits / 64] |= std::uint64_t{1} << (bits % 64);
     const Endpoint& address = key;
-    if (bans_.empty()) bans_.assign(sets_for(capacity) * kWays, Ban{});
-    Ban* set = &bans_[(hash % (bans_.size() / kWays)) * kWays];
+    if (bans_.empty()) bans_.assign(ban_sets_for(capacity) * kBanWays, Ban{});
+    Ban* set = &bans_[(hash % (bans_.size() / kBanWays)) * kBanWays];
     Ban* slot = set;
-    for (std::size_t i = 0; i < kWays; ++i) {
+    for (std::size_t i = 0; i < kBanWays; ++i) {
       if (set[i].until_ms != 0 && set[i].address == address) {
         slot = &set[i];
         break;
       }
       if (set[i].until_ms < slot->until_ms) slot = &set[i];
     }
+    const bool displaced = slot->until_ms > now_ms && !(slot->address == address);
     slot->address = address;
     slot->until_ms = until_ms;
+    return !displaced;
   }
 
   void unban(const Endpoint& address, std::uint64_t hash) {
@@ -146,14 +153,17 @@ class SourceGuard {
   static std::size_t sets_for(std::size_t capacity) {
     return std::max<std::size_t>(1, (capacity + kWays - 1) / kWays);
   }
+  static std::size_t ban_sets_for(std::size_t capacity) {
+    return std::max<std::size_t>(1, (capacity + kBanWays - 1) / kBanWays);
+  }
 
   Ban* find_ban(const Endpoint& address, std::uint64_t hash) {
     return const_cast<Ban*>(std::as_const(*this).find_ban(address, hash));
   }
   const Ban* find_ban(const Endpoint& address, std::uint64_t hash) const {
     if (bans_.empty()) return nullptr;
-    const Ban* set = &bans_[(hash % (bans_.size() / kWays)) * kWays];
-    for (std::size_t i = 0; i < kWays; ++i) {
+    const Ban* set = &bans_[(hash % (bans_.size() / kBanWays)) * kBanWays];
+    for (std::size_t i = 0; i < kBanWays; ++i) {
       if (set[i].until_ms != 0 && set[i].address == address) return &set[i];
     }
     return nullptr;

@@ -211,8 +211,8 @@ class Shard {
   void hold_intake(PeerHandle peer, bool held) { core_.hold_intake(peer, held); }
   PeerState peer_state(PeerHandle peer) const { return core_.peer_state(peer); }
   // The host-level ban list: refuses handshakes from the address or prefix (Shard time).
-  void ban(const Endpoint& address, std::uint64_t until_us, unsigned prefix_bits = 128) {
-    core_.ban(address, until_us, prefix_bits);
+  bool ban(const Endpoint& address, std::uint64_t until_us, unsigned prefix_bits = 128) {
+    return core_.ban(address, until_us, prefix_bits);
   }
   void unban(const Endpoint& address, unsigned prefix_bits = 128) {
     core_.unban(address, prefix_bits);

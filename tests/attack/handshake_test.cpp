@@ -449,6 +449,18 @@ TEST_F(Handshake, PrefixBanCoversItsAddressesOnly) {
   EXPECT_FALSE(server.banned(Endpoint::v4(0x0a01ff07, 9), now_us));
   EXPECT_TRUE(server.banned(Endpoint::v4(0x0a020003, 9), now_us));
   EXPECT_TRUE(server.bans(now_us + 5'000'000).empty());  // both end then
+
+  // A full table says when a running ban had to make room; banning again is no displacement.
+  HostConfig small = server_config();
+  small.ban_capacity = 16;  // one set
+  HostCore tight(small);
+  for (std::uint32_t i = 0; i < 16; ++i) {
+    EXPECT_TRUE(tight.ban(Endpoint::v4(0x0c000000 + i, 0), now_us + 1'000'000 + i));
+  }
+  EXPECT_TRUE(tight.ban(Endpoint::v4(0x0c000003, 0), now_us + 9'000'000));
+  EXPECT_FALSE(tight.ban(Endpoint::v4(0x0d000001, 0), now_us + 9'000'000));
+  EXPECT_FALSE(tight.banned(Endpoint::v4(0x0c000000, 0), now_us));  // the soonest-ending went
+  EXPECT_TRUE(tight.banned(Endpoint::v4(0x0d000001, 0), now_us));
 }
 
 // The half-open table at its full default size, kept full by a flood that goes on (400,000

@@ -81,6 +81,12 @@ TEST_F(BansFile, ABadLineIsNamedAndNothingIsTaken) {
   write("10.0.0.1 0\n");
   EXPECT_FALSE(read_bans_file(path_, lines, error));
   EXPECT_NE(error.find(":1: seconds"), std::string::npos) << error;
+  std::string many;
+  for (std::size_t i = 0; i <= kMaxBansFileLines; ++i)
+    many += "10.1." + std::to_string(i / 256) + "." + std::to_string(i % 256) + "\n";
+  write(many);
+  EXPECT_FALSE(read_bans_file(path_, lines, error));
+  EXPECT_NE(error.find(":4097: more than 4096 bans"), std::string::npos) << error;
   write("10.0.0.1 5 6\n");
   EXPECT_FALSE(read_bans_file(path_, lines, error));
   EXPECT_FALSE(read_bans_file(path_ + ".missing", lines, error));
