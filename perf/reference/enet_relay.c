@@ -11,8 +11,9 @@
  * enet_host_service() with a 1 ms wait, decoded events drained with enet_host_check_events().
  *
  * Prints "relaying HOST:PORT" (the bound address) once ready; on SIGUSR1, "status
- * peers_in_use=N connected=N" (slots in any state but disconnected, and connected ones); on SIGINT/SIGTERM disconnects
- * every peer gracefully (up to 2 s for the acknowledgements) and prints
+ * peers_in_use=N connected=N" (slots in any state but disconnected, and connected ones); on
+ * SIGINT/SIGTERM disconnects every peer gracefully (up to 2 s for the acknowledgements) and
+ * prints
  *
  *   relayed signal=N peers=N rooms=N messages_in=N copies_out=N dropped=N refused=N
  */
