@@ -17,7 +17,6 @@ constexpr const char* kResultNames[] = {
 
 constexpr std::size_t kDefaultPeerLimit = 1000;
 constexpr std::uint32_t kDefaultBanSeconds = 3600;
-constexpr std::uint32_t kMaxBanSeconds = 30 * 24 * 3600;
 
 std::string error_json(std::string_view why) { return JsonObject().add("error", why).str(); }
 
@@ -43,23 +42,6 @@ bool parse_number(const std::string& text, std::uint64_t min, std::uint64_t max,
   }
   out = v;
   return true;
-}
-
-// "1.2.3.4", "::1" or "[::1]": an address without a port. Not the unspecified address, which
-// no client has.
-std::optional<Endpoint> parse_address(const std::string& text) {
-  if (text.empty()) return std::nullopt;
-  const bool v6 = text.find(':') != std::string::npos && text.front() != '[';
-  const auto e = Endpoint::parse(v6 ? "[" + text + "]:0" : text + ":0");
-  if (!e || e->is_unspecified()) return std::nullopt;
-  return e;
-}
-
-std::string host_text(const Endpoint& e) {
-  std::string s = e.to_string();
-  s.resize(s.rfind(':'));  // drop ":0"
-  if (s.size() > 2 && s.front() == '[') s = s.substr(1, s.size() - 2);
-  return s;
 }
 
 std::string room_json(const RoomTraffic& r) {
@@ -202,10 +184,13 @@ HttpResponse OpsEndpoint::admin(const HttpRequest& request) {
   if (path == "/admin/ban") {
     if (auto r = need(post, "POST")) return *r;
     const std::string* text = request.param("address");
-    const auto address = text != nullptr ? parse_address(*text) : std::nullopt;
-    if (!address) {
+    std::string why = "missing";
+    const auto target = text != nullptr ? parse_ban_target(*text, why) : std::nullopt;
+    if (!target) {
       return answer(Result::bad_request, 400,
-                    error_json("address: must be an IPv4 or IPv6 address, without a port"));
+                    error_json("address: must be an IPv4 or IPv6 address or ADDRESS/BITS, "
+                               "without a port (" +
+                               why + ")"));
     }
     std::uint64_t seconds = kDefaultBanSeconds;
     if (const std::string* v = request.param("seconds")) {
@@ -214,40 +199,32 @@ HttpResponse OpsEndpoint::admin(const HttpRequest& request) {
                       error_json("seconds: must be 1.." + std::to_string(kMaxBanSeconds)));
       }
     }
-    bool stored = true;
-    const std::size_t kicked =
-        relay_.ban(*address, static_cast<std::uint32_t>(seconds), stored, complete);
-    const std::string host = host_text(*address);
+    const std::size_t kicked = relay_.ban(*target, static_cast<std::uint32_t>(seconds), complete);
+    const std::string host = ban_target_text(*target);
     log_.write(stderr, LogLevel::info, "admin_ban",
                "tern-relay: admin ban address=" + host + " seconds=" + std::to_string(seconds) +
-                   " kicked=" + std::to_string(kicked) + " stored=" + (stored ? "yes" : "no"),
-               JsonObject()
-                   .add("address", host)
-                   .add("seconds", seconds)
-                   .add("kicked", kicked)
-                   .add("stored", stored));
-    if (!stored && complete) {
-      return answer(Result::incomplete, 503,
-                    error_json("the ban list is full (" + std::to_string(BanList::kMaxBans) +
-                               " bans running); the address's clients were disconnected"));
-    }
+                   " kicked=" + std::to_string(kicked),
+               JsonObject().add("address", host).add("seconds", seconds).add("kicked", kicked));
     return done(JsonObject().add("address", host).add("seconds", seconds).add("kicked", kicked));
   }
 
   if (path == "/admin/unban") {
     if (auto r = need(post, "POST")) return *r;
     const std::string* text = request.param("address");
-    const auto address = text != nullptr ? parse_address(*text) : std::nullopt;
-    if (!address) {
+    std::string why = "missing";
+    const auto target = text != nullptr ? parse_ban_target(*text, why) : std::nullopt;
+    if (!target) {
       return answer(Result::bad_request, 400,
-                    error_json("address: must be an IPv4 or IPv6 address, without a port"));
+                    error_json("address: must be an IPv4 or IPv6 address or ADDRESS/BITS, "
+                               "without a port (" +
+                               why + ")"));
     }
-    const bool was = relay_.unban(*address, complete);
+    const bool was = relay_.unban(*target, complete);
+    const std::string host = ban_target_text(*target);
     log_.write(stderr, LogLevel::info, "admin_unban",
-               "tern-relay: admin unban address=" + host_text(*address) +
-                   " was_banned=" + (was ? "yes" : "no"),
-               JsonObject().add("address", host_text(*address)).add("was_banned", was));
-    return done(JsonObject().add("address", host_text(*address)).add("was_banned", was));
+               "tern-relay: admin unban address=" + host + " was_banned=" + (was ? "yes" : "no"),
+               JsonObject().add("address", host).add("was_banned", was));
+    return done(JsonObject().add("address", host).add("was_banned", was));
   }
 
   if (path == "/admin/bans") {
@@ -255,8 +232,9 @@ HttpResponse OpsEndpoint::admin(const HttpRequest& request) {
     JsonArray bans;
     for (const BanInfo& b : relay_.bans(complete)) {
       bans.push(JsonObject()
-                    .add("address", host_text(b.address))
+                    .add("address", ban_target_text(b.target))
                     .add("remaining_ms", b.remaining_ms)
+                    .add("until_removed", b.until_removed)
                     .str());
     }
     return done(JsonObject().raw("bans", bans.str()));

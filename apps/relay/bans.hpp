@@ -1,47 +1,50 @@
-// Relay-level bans set through the admin endpoint (POST /admin/ban): an address, every port of
-// it, refused until its ban ends. Each shard keeps its own copy (Relay posts every change to
-// every shard, because the kernel may steer any port of the address to any shard), so the
-// check on connect takes no lock. Times are the shard clock's milliseconds, passed in.
-//
-// Kept apart from the rest of the relay on purpose: when the engine's host-level ban list
-// arrives (refusing before the handshake, not after it), Relay::ban and the connect check
-// are the two places to point at it instead.
+// tern-relay's bans, in one list: the engine's host-level ban list on every shard
+// (proto::HostCore::ban), which refuses a banned source before the handshake. Three things feed
+// it: POST /admin/ban, the payload filter's `ban:` action, and the bans file
+// ([security] bans_file, reloaded on SIGHUP). This file holds what they share: the target
+// syntax ("ADDRESS" or "ADDRESS/BITS") and the bans file's reader.
 #pragma once
 
 #include <tern/endpoint.hpp>
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 namespace tern::relay {
 
-class BanList {
- public:
-  // Bounds the list, and with it the scan each connect pays.
-  static constexpr std::size_t kMaxBans = 1024;
-
-  struct Ban {
-    Endpoint address;  // port 0: the address's every port is banned
-    std::uint64_t until_ms = 0;
-  };
-
-  // Bans `address`'s host until `until_ms` (a ban already there gets the new end). False when
-  // the list is full of bans still running at `now_ms`.
-  bool add(const Endpoint& address, std::uint64_t until_ms, std::uint64_t now_ms);
-  // True when the address had a ban (running or not).
-  bool remove(const Endpoint& address);
-  // A connect from `from` (any port) is refused while its address's ban runs.
-  bool refuses(const Endpoint& from, std::uint64_t now_ms) const;
-  // The bans still running at `now_ms`.
-  std::vector<Ban> running(std::uint64_t now_ms) const;
-
- private:
-  void forget_ended(std::uint64_t now_ms);
-  std::vector<Ban> bans_;
+// An address or a prefix. Bits count the 128-bit form (IPv4 mapped into ::ffff:0:0/96), so an
+// IPv4 /24 is 120; 128 is one address.
+struct BanTarget {
+  Endpoint address;  // port 0, bits past prefix_bits zeroed
+  unsigned prefix_bits = 128;
+  bool operator==(const BanTarget&) const = default;
 };
 
-// Same host, whatever the ports.
-bool same_address(const Endpoint& a, const Endpoint& b);
+// "1.2.3.4", "::1", "[::1]", "10.0.0.0/8", "2001:db8::/32" (prefix lengths as written: IPv4
+// 0..32, IPv6 0..128). Not the unspecified address alone. nullopt with `error` saying why.
+std::optional<BanTarget> parse_ban_target(std::string_view text, std::string& error);
+// The same syntax back: "1.2.3.4", "10.0.0.0/8", "2001:db8::/32".
+std::string ban_target_text(const BanTarget& t);
+// Whether the target covers `address` (any port).
+bool covers(const BanTarget& t, const Endpoint& address);
+
+// One line of a bans file: the target, and its length in seconds (0: until the line goes).
+struct BanLine {
+  BanTarget target;
+  std::uint32_t seconds = 0;
+};
+inline constexpr std::uint32_t kMaxBanSeconds = 30 * 24 * 3600;
+// A quarter of the engine's ban table (HostConfig::ban_capacity, 16,384 per shard): room for
+// the admin endpoint's and the filter's bans beside the file's, none displaced.
+inline constexpr std::size_t kMaxBansFileLines = 4096;
+
+// Reads a bans file: one "TARGET [SECONDS]" a line; '#' starts a comment; blank lines are
+// skipped; at most kMaxBansFileLines bans. False with "FILE:LINE: reason" (or "FILE: reason"
+// when it cannot be read).
+bool read_bans_file(const std::string& path, std::vector<BanLine>& out, std::string& error);
 
 }  // namespace tern::relay

@@ -284,7 +284,7 @@ bool load_config_file(const std::string& path, RelayConfig& config, std::string&
     if (!r.only(*t, "security",
                 {"verify_before_peer", "half_open_capacity", "half_open_timeout_ms",
                  "connect_rate_per_address", "connect_burst_per_address", "connect_rate_per_prefix",
-                 "connect_burst_per_prefix"})) {
+                 "connect_burst_per_prefix", "bans_file"})) {
       return false;
     }
     if (!r.boolean(*t, "security", "verify_before_peer", c.verify_before_peer)) return false;
@@ -309,6 +309,11 @@ bool load_config_file(const std::string& path, RelayConfig& config, std::string&
     if (!r.integer(*t, "security", "connect_burst_per_prefix", c.connect_burst_per_prefix, 1,
                    1'000'000)) {
       return false;
+    }
+    if (!r.string(*t, "security", "bans_file", c.bans_path)) return false;
+    if (!c.bans_path.empty() && c.bans_path.front() != '/') {
+      const auto slash = path.rfind('/');
+      if (slash != std::string::npos) c.bans_path = path.substr(0, slash + 1) + c.bans_path;
     }
   } else if (!error.empty()) {
     return false;

@@ -84,8 +84,10 @@ struct RelayConfig {
   std::uint32_t half_open_timeout_ms = 10000;
   std::uint32_t connect_rate_per_address = 0;  // CONNECTs/s, 0 = no limit
   std::uint32_t connect_burst_per_address = 8;
-  std::uint32_t connect_rate_per_prefix = 0;    // per /24 IPv4, /64 IPv6
-  std::uint32_t connect_burst_per_prefix = 64;  // acks wait this long for a message to ride with
+  std::uint32_t connect_rate_per_prefix = 0;  // per /24 IPv4, /64 IPv6
+  std::uint32_t connect_burst_per_prefix = 64;
+  // Bans file: "ADDRESS[/BITS] [SECONDS]" a line (apps/relay/bans.hpp); SIGHUP reloads it.
+  std::string bans_path;          // acks wait this long for a message to ride with
   bool fast_retransmit = true;    // resend what later acks overtook, before its timeout
   bool congestion_window = true;  // after a stall, resend an MTU and regrow as acks return
   // Retransmission timeouts never shorter than this (HostConfig::min_rto_ms). On a sub-ms

@@ -68,6 +68,7 @@ constexpr const char* kUsage =
     "  --max-room-size N    members per room\n"
     "  --broadcast-rooms R  room ranges that are one-to-many\n"
     "  --rules FILE         payload filter rules (see config/filter.rules); SIGHUP reloads them\n"
+    "  --bans FILE          bans file: ADDRESS[/BITS] [SECONDS] a line; SIGHUP reloads it\n"
     "  --checksum on|off    ENet CRC32 on every datagram (clients must enable it too)\n"
     "  --selective-acks on|off  Tern's ack ranges with clients that offer them (default on)\n"
     "  --ack-delay-ms MS    acks wait up to MS (0..1000) for a message to ride with (default 0)\n"
@@ -106,8 +107,8 @@ constexpr const char* kUsage =
     "config file's [admin] section has a token (see config/relay.toml).\n"
     "\n"
     "Prints 'relaying HOST:PORT' once ready. SIGTERM/SIGINT: graceful drain, summary, exit 0.\n"
-    "SIGHUP: reload the filter rules; a file that fails keeps the running rules (one line on\n"
-    "stderr either way).\n"
+    "SIGHUP: reload the filter rules and the bans file; a file that fails keeps what runs (one\n"
+    "line on stderr either way, naming the file and line). A bad bans file at start: exit 2.\n"
     "exit status: 0 clean stop, 1 cannot start, 2 bad command line or configuration\n";
 
 constexpr app::FlagSpec kFlags[] = {
@@ -145,6 +146,7 @@ constexpr app::FlagSpec kFlags[] = {
     {"ring-limit", true},
     {"log-format", true},
     {"kcp-port", true},
+    {"bans", true},
 };
 
 int usage_error(const std::string& why) {
@@ -207,6 +209,7 @@ bool apply_flags(const app::CommandLine& cl, RelayConfig& c, std::string& why) {
     c.max_room_size = static_cast<std::uint32_t>(*n);
   }
   if (auto v = cl.value("rules")) c.rules_path = std::string(*v);
+  if (auto v = cl.value("bans")) c.bans_path = std::string(*v);
   if (auto v = cl.value("ack-delay-ms")) {
     const auto n = app::parse_uint(*v, 0, 1000);
     if (!n) return why = "--ack-delay-ms: must be 0..1000", false;
@@ -375,6 +378,12 @@ int main(int argc, char** argv) {
     log.error("config_error", error);
     return kExitUsage;
   }
+  // A bad bans file is a configuration error, named by file and line, before anything starts.
+  if (std::vector<BanLine> lines;
+      !config.bans_path.empty() && !read_bans_file(config.bans_path, lines, error)) {
+    log.error("config_error", "security.bans_file: " + error);
+    return kExitUsage;
+  }
   // The DPDK EAL and port for --driver dpdk, set up before the relay's shard group starts and
   // shut down after it is gone: declared before the Relay.
   app::DpdkSession dpdk("tern-relay");
@@ -436,14 +445,34 @@ int main(int argc, char** argv) {
     sigwait(&stop_signals, &sig);
     if (sig != SIGHUP) break;
     // Compiled here, on the main thread; the shards swap to the new rules at their next burst.
-    if (relay.reload_rules(error)) {
-      log.write(stderr, LogLevel::info, "rules_reloaded",
-                "tern-relay: rules reloaded from " + config.rules_path,
-                JsonObject().add("rules", config.rules_path));
-    } else {
+    if (relay.filtering()) {
+      if (relay.reload_rules(error)) {
+        log.write(stderr, LogLevel::info, "rules_reloaded",
+                  "tern-relay: rules reloaded from " + config.rules_path,
+                  JsonObject().add("rules", config.rules_path));
+      } else {
+        log.write(stderr, LogLevel::error, "rules_not_reloaded",
+                  "tern-relay: rules not reloaded, the running rules stay: " + error,
+                  JsonObject().add("rules", config.rules_path).add("message", error));
+      }
+    }
+    if (relay.has_bans_file()) {
+      std::size_t kicked = 0;
+      if (relay.load_bans_file(error, &kicked)) {
+        log.write(stderr, LogLevel::info, "bans_reloaded",
+                  "tern-relay: bans reloaded from " + config.bans_path +
+                      " kicked=" + std::to_string(kicked),
+                  JsonObject().add("bans_file", config.bans_path).add("kicked", kicked));
+      } else {
+        log.write(stderr, LogLevel::error, "bans_not_reloaded",
+                  "tern-relay: bans not reloaded, the running bans stay: " + error,
+                  JsonObject().add("bans_file", config.bans_path).add("message", error));
+      }
+    }
+    if (!relay.filtering() && !relay.has_bans_file()) {
       log.write(stderr, LogLevel::error, "rules_not_reloaded",
-                "tern-relay: rules not reloaded, the running rules stay: " + error,
-                JsonObject().add("rules", config.rules_path).add("message", error));
+                "tern-relay: SIGHUP: nothing to reload (no filter rules, no bans file)",
+                JsonObject().add("message", "nothing to reload"));
     }
   }
   const rt::ShardCounters before = relay.total();

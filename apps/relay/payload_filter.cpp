@@ -19,7 +19,10 @@ PayloadFilter::~PayloadFilter() = default;
 
 void PayloadFilter::enable(std::size_t shards) {
   for (std::size_t i = 0; i < shards; ++i) {
-    impl_->shards.push_back(std::make_unique<filter::ShardFilter>(impl_->hub));
+    // The relay keeps every ban in the engine's list (bans.hpp), not in the filter's.
+    filter::ShardFilterOptions o;
+    o.keep_bans = false;
+    impl_->shards.push_back(std::make_unique<filter::ShardFilter>(impl_->hub, o));
   }
 }
 
@@ -60,10 +63,6 @@ std::size_t PayloadFilter::take_new_bans(std::size_t shard, std::span<FilterBan>
       std::span<filter::BanRecord>(records).first(std::min(records.size(), out.size())));
   for (std::size_t i = 0; i < n; ++i) out[i] = FilterBan{records[i].source, records[i].until_ms};
   return n;
-}
-
-void PayloadFilter::ban(std::size_t shard, const Endpoint& source, std::uint64_t until_ms) {
-  impl_->shards[shard]->ban(source, until_ms);
 }
 
 void PayloadFilter::metrics(std::ostream& o) const {

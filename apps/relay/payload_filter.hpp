@@ -17,7 +17,8 @@
 
 namespace tern::relay {
 
-// A ban one shard's rules decided, for the other shards: the source address and its end.
+// A ban one shard's rules decided, for the relay's one ban list (bans.hpp): the source
+// address and its end. The filter itself keeps none.
 struct FilterBan {
   Endpoint source;
   std::uint64_t until_ms = 0;
@@ -47,8 +48,6 @@ class PayloadFilter {
   bool has_new_bans(std::size_t shard) const;
   // Moves the bans `shard`'s rules decided since the last call into `out`; returns how many.
   std::size_t take_new_bans(std::size_t shard, std::span<FilterBan> out);
-  // Applies a ban another shard decided.
-  void ban(std::size_t shard, const Endpoint& source, std::uint64_t until_ms);
 
   // Prometheus text: per-rule hits and totals over all shards (nothing when not enabled).
   void metrics(std::ostream& o) const;

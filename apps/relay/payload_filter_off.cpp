@@ -26,7 +26,6 @@ bool PayloadFilter::drops_message(std::size_t, const Endpoint&, std::span<const 
 }
 bool PayloadFilter::has_new_bans(std::size_t) const { return false; }
 std::size_t PayloadFilter::take_new_bans(std::size_t, std::span<FilterBan>) { return 0; }
-void PayloadFilter::ban(std::size_t, const Endpoint&, std::uint64_t) {}
 void PayloadFilter::metrics(std::ostream&) const {}
 
 }  // namespace tern::relay

@@ -22,7 +22,8 @@ enum Kind : std::uint64_t {
   kLeave = 2,     // peer left the room
   kFanout = 3,    // deliver the packet to every local member of the room
   kToPeer = 4,    // deliver the packet to `peer` (the streamer of a broadcast room) only
-  kBan = 5,       // the packet holds a BanRecord's address (16 bytes) and end (8 bytes, ms)
+  kBan = 5,       // the packet holds a ban's address (16 bytes), end (8 bytes, shard clock
+                  // microseconds) and prefix length (1 byte)
   kPressure = 6,  // the sending shard's members of the room are past hold_backlog (data 1) or
                   // no longer (data 0)
 };
@@ -143,7 +144,6 @@ struct Relay::ShardState {
   std::uint64_t next_recheck_us = 0;
   std::uint64_t held = 0;
   std::uint64_t rooms_held = 0;
-  BanList bans;  // this shard's copy of the admin endpoint's bans
 
   Member* member(PeerHandle p) {
     std::vector<Member>& list = rt::Shard::is_kcp(p) ? kcp_members : members;
@@ -256,7 +256,15 @@ Relay::~Relay() { group_.stop(std::chrono::milliseconds(0)); }
 
 bool Relay::start(std::string& error) {
   if (!config_.rules_path.empty() && !filter_.load(config_.rules_path, error)) return false;
-  return group_.start(error);
+  // Read before the shards start, so that a bad file stops the relay before any client
+  // arrives; applied once they run (through their task queues).
+  std::vector<BanLine> lines;
+  if (!config_.bans_path.empty() && !read_bans_file(config_.bans_path, lines, error)) {
+    return false;
+  }
+  if (!group_.start(error)) return false;
+  if (!config_.bans_path.empty()) apply_bans_file(std::move(lines), nullptr);
+  return true;
 }
 
 bool Relay::filtering() const { return filter_.enabled(); }
@@ -275,18 +283,24 @@ std::size_t Relay::filter_batch(rt::Shard& s, std::span<rt::RxFrame> frames) {
   return keep;
 }
 
-// A ban one shard's rules decided holds on every shard: the kernel may steer the same address
-// (other ports) anywhere.
+// A ban one shard's rules decided goes into the one ban list on every shard: the kernel may
+// steer the same address (other ports) anywhere.
 void Relay::share_new_bans(rt::Shard& s) {
   std::array<FilterBan, 16> bans;
   std::size_t n;
   while ((n = filter_.take_new_bans(s.index(), bans)) != 0) {
     for (std::size_t i = 0; i < n; ++i) {
+      BanTarget target;
+      target.address = bans[i].source;
+      target.address.port = 0;
+      const std::uint64_t until_us = bans[i].until_ms * 1000;
+      apply_ban(s, target, until_us);
       for (std::size_t t = 0; t < group_.size(); ++t) {
         if (t == s.index()) continue;
-        Packet p = Packet::allocate(24);
-        std::memcpy(p.mutable_bytes().data(), bans[i].source.addr.data(), 16);
-        std::memcpy(p.mutable_bytes().data() + 16, &bans[i].until_ms, 8);
+        Packet p = Packet::allocate(25);
+        std::memcpy(p.mutable_bytes().data(), target.address.addr.data(), 16);
+        std::memcpy(p.mutable_bytes().data() + 16, &until_us, 8);
+        p.mutable_bytes()[24] = static_cast<std::byte>(target.prefix_bits);
         rt::ShardMessage msg;
         msg.tag = make_tag(kBan, s.index(), 0);
         msg.packet = std::move(p);
@@ -294,6 +308,26 @@ void Relay::share_new_bans(rt::Shard& s) {
       }
     }
   }
+}
+
+// Into the engine's list (refusing handshakes from then on), and the target's connected
+// clients are disconnected with data kBanned, each counted as drops_total{reason="banned"}.
+std::size_t Relay::apply_ban(rt::Shard& s, const BanTarget& target, std::uint64_t until_us) {
+  if (!s.ban(target.address, until_us, target.prefix_bits)) {
+    bump(stats_[s.index()]->bans_displaced);
+  }
+  std::size_t kicked = 0;
+  ShardState& st = *state_[s.index()];
+  for (auto* list : {&st.members, &st.kcp_members}) {
+    for (Member& m : *list) {
+      if (!m.counted || m.leaving || !covers(target, m.address)) continue;
+      if (s.peer_state(m.peer) != PeerState::connected) continue;
+      drop_member(s, m, kBanned);
+      stats_[s.index()]->drops.add(RelayDrop::banned);
+      ++kicked;
+    }
+  }
+  return kicked;
 }
 
 bool Relay::stop() { return group_.stop(std::chrono::milliseconds(config_.drain_timeout_ms)); }
@@ -309,7 +343,8 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
       m = Member{};
       m.peer = ev.peer;
       m.address = ev.address;
-      if (st.bans.refuses(ev.address, s.now_us() / 1000)) {
+      // A handshake already under way when the ban came.
+      if (s.banned(ev.address)) {
         drop(RelayDrop::banned);
         s.disconnect(ev.peer, kBanned);
         return;
@@ -572,12 +607,13 @@ void Relay::on_message(rt::Shard& s, rt::ShardMessage& m) {
       return;
     }
     case kBan: {
-      if (filter_.enabled() && m.packet.size() == 24) {
-        Endpoint source;
-        std::uint64_t until_ms;
-        std::memcpy(source.addr.data(), m.packet.bytes().data(), 16);
-        std::memcpy(&until_ms, m.packet.bytes().data() + 16, 8);
-        filter_.ban(s.index(), source, until_ms);
+      if (m.packet.size() == 25) {
+        BanTarget target;
+        std::uint64_t until_us;
+        std::memcpy(target.address.addr.data(), m.packet.bytes().data(), 16);
+        std::memcpy(&until_us, m.packet.bytes().data() + 16, 8);
+        target.prefix_bits = static_cast<unsigned>(m.packet.bytes()[24]);
+        apply_ban(s, target, until_us);
       }
       return;
     }
@@ -1006,6 +1042,15 @@ std::string Relay::metrics_text() const {
   per_shard("tern_relay_cookies_sent_total", "counter",
             "VERIFY_CONNECTs sent to unverified sources.",
             [&](std::size_t i) { return group_.counters(i).cookies_sent; });
+  per_shard("tern_relay_connects_rate_limited_total", "counter",
+            "CONNECTs over [security] connect_rate_per_address or _per_prefix, unanswered.",
+            [&](std::size_t i) { return group_.counters(i).connects_rate_limited; });
+  per_shard("tern_relay_connects_banned_total", "counter",
+            "Handshake datagrams from banned addresses or prefixes, unanswered.",
+            [&](std::size_t i) { return group_.counters(i).connects_banned; });
+  per_shard("tern_relay_bans_displaced_total", "counter",
+            "Running bans a full set of the ban table let go of for a new one.",
+            [&](std::size_t i) { return stats_[i]->bans_displaced.load(); });
   per_shard("tern_relay_cookies_invalid_total", "counter",
             "Acks of a VERIFY_CONNECT with the wrong cookie.",
             [&](std::size_t i) { return group_.counters(i).cookies_invalid; });
@@ -1403,50 +1448,45 @@ std::size_t Relay::kick(const Endpoint& peer, bool& complete) {
   return kicked;
 }
 
-std::size_t Relay::ban(const Endpoint& address, std::uint32_t seconds, bool& stored,
-                       bool& complete) {
-  struct Answer {
-    bool stored = false;
-    std::size_t kicked = 0;
-  };
-  const auto answers = ask_shards<Answer>(
-      [this, address, seconds](rt::Shard& s) {
-        ShardState& st = *state_[s.index()];
-        const std::uint64_t now_ms = s.now_us() / 1000;
-        Answer a;
-        a.stored = st.bans.add(address, now_ms + std::uint64_t{seconds} * 1000, now_ms);
-        for (auto* list : {&st.members, &st.kcp_members})
-          for (Member& m : *list) {
-            if (!m.counted || m.leaving || !same_address(m.address, address)) continue;
-            if (s.peer_state(m.peer) != PeerState::connected) continue;
-            drop_member(s, m, kBanned);
-            ++a.kicked;
-          }
-        return a;
+std::size_t Relay::ban(const BanTarget& target, std::uint32_t seconds, bool& complete) {
+  const auto answers = ask_shards<std::size_t>(
+      [this, target, seconds](rt::Shard& s) {
+        const std::uint64_t until_us =
+            seconds == 0 ? kNever : s.now_us() + std::uint64_t{seconds} * 1'000'000;
+        return apply_ban(s, target, until_us);
       },
       complete);
-  stored = !answers.empty();
   std::size_t kicked = 0;
-  for (const Answer& a : answers) {
-    stored = stored && a.stored;
-    kicked += a.kicked;
-  }
+  for (std::size_t k : answers) kicked += k;
   return kicked;
 }
 
-bool Relay::unban(const Endpoint& address, bool& complete) {
+bool Relay::unban(const BanTarget& target, bool& complete) {
   const auto answers = ask_shards<bool>(
-      [this, address](rt::Shard& s) { return state_[s.index()]->bans.remove(address); }, complete);
+      [target](rt::Shard& s) {
+        const auto running = s.bans();
+        const bool was = std::any_of(running.begin(), running.end(), [&](const auto& b) {
+          return b.prefix_bits == target.prefix_bits && b.address == target.address;
+        });
+        s.unban(target.address, target.prefix_bits);
+        return was;
+      },
+      complete);
   return std::any_of(answers.begin(), answers.end(), [](bool b) { return b; });
 }
 
 std::vector<BanInfo> Relay::bans(bool& complete) {
   const auto answers = ask_shards<std::vector<BanInfo>>(
-      [this](rt::Shard& s) {
-        const std::uint64_t now_ms = s.now_us() / 1000;
+      [](rt::Shard& s) {
+        const std::uint64_t now_us = s.now_us();
         std::vector<BanInfo> out;
-        for (const BanList::Ban& b : state_[s.index()]->bans.running(now_ms)) {
-          out.push_back(BanInfo{b.address, b.until_ms - now_ms});
+        for (const auto& b : s.bans()) {
+          BanInfo info;
+          info.target = BanTarget{b.address, b.prefix_bits};
+          info.until_removed = b.until_us >= kNever / 2;
+          info.remaining_ms =
+              info.until_removed || b.until_us <= now_us ? 0 : (b.until_us - now_us) / 1000;
+          out.push_back(info);
         }
         return out;
       },
@@ -1457,7 +1497,7 @@ std::vector<BanInfo> Relay::bans(bool& complete) {
   for (const auto& a : answers) {
     for (const BanInfo& b : a) {
       auto it = std::find_if(out.begin(), out.end(),
-                             [&](const BanInfo& o) { return same_address(o.address, b.address); });
+                             [&](const BanInfo& o) { return o.target == b.target; });
       if (it == out.end()) {
         out.push_back(b);
       } else {
@@ -1466,6 +1506,34 @@ std::vector<BanInfo> Relay::bans(bool& complete) {
     }
   }
   return out;
+}
+
+// The file's lines become bans on every shard. A line already applied with the same length
+// keeps its running ban (its seconds count from the load that first saw it); a line gone from
+// the file lifts its ban. Main thread only (start-up and SIGHUP).
+bool Relay::load_bans_file(std::string& error, std::size_t* kicked) {
+  std::vector<BanLine> lines;
+  if (!read_bans_file(config_.bans_path, lines, error)) return false;
+  apply_bans_file(std::move(lines), kicked);
+  return true;
+}
+
+void Relay::apply_bans_file(std::vector<BanLine> lines, std::size_t* kicked) {
+  bool complete = true;
+  std::size_t k = 0;
+  for (const BanLine& old : file_bans_) {
+    const bool kept = std::any_of(lines.begin(), lines.end(),
+                                  [&](const BanLine& l) { return l.target == old.target; });
+    if (!kept) unban(old.target, complete);
+  }
+  for (const BanLine& line : lines) {
+    const bool same = std::any_of(file_bans_.begin(), file_bans_.end(), [&](const BanLine& o) {
+      return o.target == line.target && o.seconds == line.seconds;
+    });
+    if (!same) k += ban(line.target, line.seconds, complete);
+  }
+  file_bans_ = std::move(lines);
+  if (kicked != nullptr) *kicked = k;
 }
 
 }  // namespace tern::relay

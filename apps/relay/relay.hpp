@@ -54,7 +54,7 @@ namespace tern::relay {
   X(send_failed, "unreliable copy shed: the member's backlog is past half member_backlog") \
   X(cross_shard_full, "unreliable copy shed: the queue to another shard was not empty")    \
   X(filtered, "message dropped by a payload filter rule (message scope)")                  \
-  X(banned, "connect refused: the address is banned (POST /admin/ban)")
+  X(banned, "client disconnected or connect refused: its address is banned")
 
 // Disconnect data the relay sends with the reasons it turns a client away.
 inline constexpr std::uint32_t kRefusedPeerLimit = 0;
@@ -81,6 +81,8 @@ struct RelayShardStats {
   RelayDropCounters drops;
   // Joins, leaves and bans a full ring refused, held and sent again in order (never lost).
   std::atomic<std::uint64_t> control_held{0};
+  // Running bans the engine's full ban table let go of to take a new one.
+  std::atomic<std::uint64_t> bans_displaced{0};
   // Overload (see the header comment).
   std::atomic<std::uint64_t> reliable_queued{0};      // reliable copies a full ring made wait
   std::atomic<std::uint64_t> overflow{0};             // messages waiting for rings (gauge)
@@ -136,8 +138,9 @@ struct TopTraffic {
 };
 
 struct BanInfo {
-  Endpoint address;  // port 0
+  BanTarget target;
   std::uint64_t remaining_ms = 0;
+  bool until_removed = false;  // a bans-file line without seconds
 };
 
 class Relay {
@@ -192,12 +195,18 @@ class Relay {
                                      bool& complete);
   // Disconnects the client at `peer` (address and port) with data kKicked; how many were.
   std::size_t kick(const Endpoint& peer, bool& complete);
-  // Bans `address` (any port) for `seconds`: its clients are disconnected with data kBanned now
-  // and its connects refused the same way until then. Returns how many were disconnected;
-  // `stored` is false when a shard's ban list was full (BanList::kMaxBans).
-  std::size_t ban(const Endpoint& address, std::uint32_t seconds, bool& stored, bool& complete);
-  bool unban(const Endpoint& address, bool& complete);  // true if it was banned
+  // Bans `target` (an address, any port, or a prefix) for `seconds` (0: until unbanned) in the
+  // engine's ban list on every shard: its connected clients are disconnected with data kBanned
+  // now, and its handshakes get no answer at all until then. Returns how many were
+  // disconnected. A full set of the engine's table forgets its soonest-ending ban
+  // (HostConfig::ban_capacity).
+  std::size_t ban(const BanTarget& target, std::uint32_t seconds, bool& complete);
+  bool unban(const BanTarget& target, bool& complete);  // true if it was banned
   std::vector<BanInfo> bans(bool& complete);
+  // Reads [security] bans_file again and applies it (main thread: start-up, SIGHUP). On a bad
+  // file the bans stay as they were and `error` says "FILE:LINE: reason".
+  bool load_bans_file(std::string& error, std::size_t* kicked);
+  bool has_bans_file() const { return !config_.bans_path.empty(); }
 
  private:
   struct ShardState;
@@ -230,6 +239,8 @@ class Relay {
   void leave_room(rt::Shard& s, Member& m);
   std::size_t filter_batch(rt::Shard& s, std::span<rt::RxFrame> frames);
   void share_new_bans(rt::Shard& s);
+  std::size_t apply_ban(rt::Shard& s, const BanTarget& target, std::uint64_t until_us);
+  void apply_bans_file(std::vector<BanLine> lines, std::size_t* kicked);
   void filter_metrics(std::ostream& o) const;
   void port_metrics(std::ostream& o) const;
   template <class R>
@@ -238,6 +249,7 @@ class Relay {
   RelayConfig config_;
   rt::ShardGroup group_;
   std::vector<std::unique_ptr<ShardState>> state_;
+  std::vector<BanLine> file_bans_;  // the bans file as last applied (main thread)
   std::vector<std::unique_ptr<RelayShardStats>> stats_;
   std::atomic<std::uint64_t> peers_{0};       // connected clients, all shards
   std::atomic<std::uint32_t> join_order_{0};  // orders joins across shards

@@ -186,6 +186,7 @@ ShardFilter::ShardFilter(ShardFilterOptions options)
       bans_(table_size(options.ban_capacity), BanSlot{{}, 0}),
       buckets_(table_size(options.limit_capacity), BucketSlot{{}, kNoRule, 0, 0}),
       new_bans_(std::max<std::size_t>(options.new_ban_capacity, 1)) {
+  keep_bans_ = options.keep_bans;
   counters_ = std::make_shared<RuleCounters>(nullptr);
 }
 
@@ -352,7 +353,7 @@ void ShardFilter::ban(const Endpoint& source, std::uint64_t until_ms) {
 
 void ShardFilter::record_ban(const Endpoint& source, std::uint64_t until_ms,
                              std::uint32_t rule_id) {
-  ban(source, until_ms);
+  if (keep_bans_) ban(source, until_ms);
   bump(live_.bans_created);
   BanRecord record;
   record.source.addr = source.addr;  // port 0: bans are per address

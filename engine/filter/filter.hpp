@@ -162,6 +162,10 @@ struct ShardFilterOptions {
   std::size_t limit_capacity = 65'536;
   std::size_t new_ban_capacity = 1'024;  // records kept between take_new_bans() calls
   std::uint64_t hash_seed = 0;           // 0: drawn from std::random_device
+  // false: a `ban` rule's bans are only reported (take_new_bans) for the owner to keep in a
+  // list of its own (tern-relay: the engine's host-level list); this filter drops nothing for
+  // them.
+  bool keep_bans = true;
 };
 
 // One per shard thread. Only counters() / rule_counters() / totals() may be called from other
@@ -231,6 +235,7 @@ class ShardFilter {
                    std::size_t mask) const;
 
   const FilterHub* hub_ = nullptr;
+  bool keep_bans_ = true;
   std::uint64_t seen_generation_ = 0;
   std::uint64_t seed_ = 0;
   std::shared_ptr<const RuleSet> rules_;

@@ -332,6 +332,7 @@ struct HostCore::Impl {
   bool refused_source(const Endpoint& from, bool connect);
   bool expired(const HalfOpen& e) const;
   void open_half(const Endpoint& from, const Connect& c, std::uint32_t features, std::size_t bytes);
+  bool may_answer(const HalfOpen& e, std::size_t size);
   void send_cookie(HalfOpen& e);
   void send_probe(HalfOpen& e);
   Peer* unverified_datagram(const Endpoint& from, const DecodedHeader& dh,

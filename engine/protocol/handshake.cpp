@@ -171,8 +171,7 @@ inline std::uint64_t HostCore::Impl::source_hash(const Endpoint& key) const {
 // Bans, then (for a CONNECT) the per-address and per-prefix buckets; true: drop, counted.
 inline bool HostCore::Impl::refused_source(const Endpoint& from, bool connect) {
   if (guard.has_bans()) {
-    const Endpoint a = SourceGuard::address_of(from);
-    if (guard.banned(a, source_hash(a), now_ms)) {
+    if (guard.covers(from, now_ms, [this](const Endpoint& k) { return source_hash(k); })) {
       ++counters.connects_banned;
       counters.drops.add(Drop::banned);
       return true;
@@ -293,19 +292,25 @@ inline void HostCore::Impl::open_half(const Endpoint& from, const Connect& c,
   send_cookie(h);
 }
 
-// The VERIFY_CONNECT (and hello) for a handshake, unless it would take the bytes sent to the
-// source past what it sent us.
-inline void HostCore::Impl::send_cookie(HalfOpen& e) {
-  const std::size_t size = header_size(true, config.checksum) + command_size(Cmd::verify_connect) +
-                           (e.features != 0 ? kHelloSize : 0);
+// Every reply to an unverified source: never more bytes than it sent us (no amplification),
+// and never more queued replies than the table has entries (memory bounded under a flood).
+inline bool HostCore::Impl::may_answer(const HalfOpen& e, std::size_t size) {
   if (e.bytes_out + size > e.bytes_in) {
     ++counters.amplification_capped;
-    return;
+    return false;
   }
   if (farewells.size() >= half_open.capacity()) {
     ++counters.replies_dropped;
-    return;
+    return false;
   }
+  return true;
+}
+
+// The VERIFY_CONNECT (and hello) for a handshake.
+inline void HostCore::Impl::send_cookie(HalfOpen& e) {
+  const std::size_t size = header_size(true, config.checksum) + command_size(Cmd::verify_connect) +
+                           (e.features != 0 ? kHelloSize : 0);
+  if (!may_answer(e, size)) return;
   Command cmd;
   cmd.command = static_cast<std::uint8_t>(Cmd::verify_connect) | kFlagAcknowledge;
   cmd.channel_id = kSystemChannel;
@@ -348,14 +353,7 @@ inline void HostCore::Impl::send_cookie(HalfOpen& e) {
 
 inline void HostCore::Impl::send_probe(HalfOpen& e) {
   const std::size_t size = header_size(true, config.checksum) + command_size(Cmd::ping);
-  if (e.bytes_out + size > e.bytes_in) {
-    ++counters.amplification_capped;
-    return;
-  }
-  if (farewells.size() >= half_open.capacity()) {
-    ++counters.replies_dropped;
-    return;
-  }
+  if (!may_answer(e, size)) return;
   Command cmd;
   cmd.command = static_cast<std::uint8_t>(Cmd::ping) | kFlagAcknowledge;
   cmd.channel_id = kSystemChannel;

@@ -314,19 +314,30 @@ std::size_t HostCore::queued_bytes(PeerHandle peer) const {
   return p != nullptr && p->queues != nullptr ? p->queues->queued_bytes : 0;
 }
 
-void HostCore::ban(const Endpoint& address, std::uint64_t until_us) {
-  const Endpoint a = proto::SourceGuard::address_of(address);
-  impl_->guard.ban(a, impl_->source_hash(a), until_us / 1000, impl_->config.ban_capacity);
+bool HostCore::ban(const Endpoint& address, std::uint64_t until_us, unsigned prefix_bits) {
+  const Endpoint k = proto::SourceGuard::ban_key(address, prefix_bits);
+  return impl_->guard.ban(k, impl_->source_hash(k), until_us / 1000, impl_->config.ban_capacity,
+                          impl_->now_ms);
 }
 
-void HostCore::unban(const Endpoint& address) {
-  const Endpoint a = proto::SourceGuard::address_of(address);
-  impl_->guard.unban(a, impl_->source_hash(a));
+void HostCore::unban(const Endpoint& address, unsigned prefix_bits) {
+  const Endpoint k = proto::SourceGuard::ban_key(address, prefix_bits);
+  impl_->guard.unban(k, impl_->source_hash(k));
 }
 
 bool HostCore::banned(const Endpoint& address, std::uint64_t now_us) const {
-  const Endpoint a = proto::SourceGuard::address_of(address);
-  return impl_->guard.banned(a, impl_->source_hash(a), now_us / 1000);
+  return impl_->guard.covers(address, now_us / 1000,
+                             [this](const Endpoint& k) { return impl_->source_hash(k); });
+}
+
+std::vector<HostCore::BanEntry> HostCore::bans(std::uint64_t now_us) const {
+  std::vector<BanEntry> out;
+  impl_->guard.for_each_ban(now_us / 1000, [&](const Endpoint& key, std::uint64_t until_ms) {
+    Endpoint a = key;
+    a.port = 0;
+    out.push_back(BanEntry{a, proto::SourceGuard::key_bits(key), until_ms * 1000});
+  });
+  return out;
 }
 
 void HostCore::disconnect(PeerHandle peer, std::uint32_t data) {

@@ -73,6 +73,8 @@ struct Shard::LiveCounters {
   std::atomic<std::uint64_t> half_open_created{0};
   std::atomic<std::uint64_t> half_open_evicted{0};
   std::atomic<std::uint64_t> cookies_sent{0};
+  std::atomic<std::uint64_t> connects_rate_limited{0};
+  std::atomic<std::uint64_t> connects_banned{0};
   std::atomic<std::uint64_t> cookies_invalid{0};
   std::atomic<std::uint64_t> cookies_expired{0};
   std::atomic<std::uint64_t> amplification_capped{0};
@@ -631,6 +633,8 @@ void Shard::publish_counters(const Driver& driver) {
   l.half_open_created.store(c.half_open_created, r);
   l.half_open_evicted.store(c.half_open_evicted, r);
   l.cookies_sent.store(c.cookies_sent, r);
+  l.connects_rate_limited.store(c.connects_rate_limited, r);
+  l.connects_banned.store(c.connects_banned, r);
   l.cookies_invalid.store(c.cookies_invalid, r);
   l.cookies_expired.store(c.cookies_expired, r);
   l.amplification_capped.store(c.amplification_capped, r);
@@ -729,6 +733,8 @@ ShardCounters Shard::counters() const {
   s.half_open_created = l.half_open_created.load(r);
   s.half_open_evicted = l.half_open_evicted.load(r);
   s.cookies_sent = l.cookies_sent.load(r);
+  s.connects_rate_limited = l.connects_rate_limited.load(r);
+  s.connects_banned = l.connects_banned.load(r);
   s.cookies_invalid = l.cookies_invalid.load(r);
   s.cookies_expired = l.cookies_expired.load(r);
   s.amplification_capped = l.amplification_capped.load(r);
@@ -915,6 +921,8 @@ ShardCounters ShardGroup::total() const {
     t.half_open_created += c.half_open_created;
     t.half_open_evicted += c.half_open_evicted;
     t.cookies_sent += c.cookies_sent;
+    t.connects_rate_limited += c.connects_rate_limited;
+    t.connects_banned += c.connects_banned;
     t.cookies_invalid += c.cookies_invalid;
     t.cookies_expired += c.cookies_expired;
     t.amplification_capped += c.amplification_capped;

@@ -135,6 +135,9 @@ struct ShardCounters {
   std::uint64_t unverified_bytes_in = 0;   // bytes from sources not yet verified
   std::uint64_t unverified_bytes_out = 0;  // bytes sent to them
   std::uint64_t timeouts = 0;              // peers disconnected because they stopped answering
+  // Handshake datagrams refused unanswered: over [connect_rate_per_*], or from a banned source.
+  std::uint64_t connects_rate_limited = 0;
+  std::uint64_t connects_banned = 0;
   // host.intake_rate / intake_bandwidth: reliable messages left unacknowledged (resent later)
   // and unreliable ones dropped.
   std::uint64_t over_limit_refused = 0;
@@ -248,6 +251,16 @@ class Shard {
   }
   PeerState peer_state(PeerHandle peer) const;
   bool peer_stats(PeerHandle peer, PeerStats& out) const;
+  // The host-level ban list: refuses handshakes from the address or prefix (Shard time). The
+  // relay checks it for KCP sessions too, which have no handshake to refuse.
+  bool ban(const Endpoint& address, std::uint64_t until_us, unsigned prefix_bits = 128) {
+    return core_.ban(address, until_us, prefix_bits);
+  }
+  void unban(const Endpoint& address, unsigned prefix_bits = 128) {
+    core_.unban(address, prefix_bits);
+  }
+  bool banned(const Endpoint& address) const { return core_.banned(address, now_); }
+  std::vector<proto::HostCore::BanEntry> bans() const { return core_.bans(now_); }
   // Payload bytes queued to the peer, in flight or unacknowledged (0 for stale handles).
   std::size_t queued_bytes(PeerHandle peer) const;
   // The KCP core, for the runtime's own tests (null without kcp_listen).

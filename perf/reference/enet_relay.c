@@ -10,8 +10,10 @@
  * the others' messages go to the first member only. Single-threaded: one host,
  * enet_host_service() with a 1 ms wait, decoded events drained with enet_host_check_events().
  *
- * Prints "relaying HOST:PORT" (the bound address) once ready; on SIGINT/SIGTERM disconnects
- * every peer gracefully (up to 2 s for the acknowledgements) and prints
+ * Prints "relaying HOST:PORT" (the bound address) once ready; on SIGUSR1, "status
+ * peers_in_use=N connected=N" (slots in any state but disconnected, and connected ones); on
+ * SIGINT/SIGTERM disconnects every peer gracefully (up to 2 s for the acknowledgements) and
+ * prints
  *
  *   relayed signal=N peers=N rooms=N messages_in=N copies_out=N dropped=N refused=N
  */
@@ -32,6 +34,13 @@
 static volatile sig_atomic_t g_signal = 0;
 
 static void on_signal(int sig) { g_signal = sig; }
+
+/* SIGUSR1: one status line (perf/connect_flood.py counts the slots a connect flood holds). */
+static volatile sig_atomic_t g_status = 0;
+static void on_status(int sig) {
+  (void)sig;
+  g_status = 1;
+}
 
 static void usage(FILE* out) {
   fprintf(out,
@@ -399,6 +408,8 @@ int main(int argc, char** argv) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
+  sa.sa_handler = on_status;
+  sigaction(SIGUSR1, &sa, NULL);
 
   ENetAddress bound = r.host->address;
   if (enet_socket_get_address(r.host->socket, &bound) != 0) bound = r.host->address;
@@ -410,6 +421,17 @@ int main(int argc, char** argv) {
 
   int rc = 0;
   while (!g_signal) {
+    if (g_status) {
+      g_status = 0;
+      size_t in_use = 0, connected = 0;
+      for (size_t i = 0; i < r.host->peerCount; ++i) {
+        const ENetPeerState st = r.host->peers[i].state;
+        in_use += st != ENET_PEER_STATE_DISCONNECTED;
+        connected += st == ENET_PEER_STATE_CONNECTED;
+      }
+      printf("status peers_in_use=%zu connected=%zu\n", in_use, connected);
+      fflush(stdout);
+    }
     ENetEvent event;
     /* 1 ms bounds only an idle wait: the wait ends as soon as the socket is readable. */
     int got = enet_host_service(r.host, &event, 1);

@@ -421,5 +421,85 @@ TEST_F(Handshake, BannedSourceIsNotAnsweredUntilTheBanEnds) {
   EXPECT_FALSE(server.banned(Endpoint::v4(0x0a000003, 0), now_us));
 }
 
+// A prefix ban covers every address in it and nothing outside; the listing names the prefix,
+// and lifting it readmits the prefix's sources.
+TEST_F(Handshake, PrefixBanCoversItsAddressesOnly) {
+  server.ban(Endpoint::v4(0x0a010000, 0), now_us + 5'000'000, 96 + 16);  // 10.1.0.0/16
+  server.ban(Endpoint::v4(0x0a020003, 0), now_us + 5'000'000);           // 10.2.0.3
+  EXPECT_TRUE(server.banned(Endpoint::v4(0x0a01ff07, 9), now_us));
+  EXPECT_FALSE(server.banned(Endpoint::v4(0x0a020007, 9), now_us));
+  EXPECT_TRUE(server.banned(Endpoint::v4(0x0a020003, 9), now_us));
+  for (std::uint32_t i = 0; i < 10; ++i) {
+    server.on_datagram(now_us, Endpoint::v4(0x0a010000 + i * 257, 1000), forged_connect(i));
+  }
+  server.on_datagram(now_us, Endpoint::v4(0x0a030001, 1000), forged_connect(50));
+  EXPECT_EQ(server.counters().connects_banned, 10u);
+  EXPECT_EQ(server.counters().half_open_created, 1u);
+  const auto listed = server.bans(now_us);
+  ASSERT_EQ(listed.size(), 2u);
+  bool saw_prefix = false;
+  for (const auto& b : listed) {
+    if (b.prefix_bits == 112) {
+      saw_prefix = true;
+      EXPECT_EQ(b.address, Endpoint::v4(0x0a010000, 0));
+    }
+  }
+  EXPECT_TRUE(saw_prefix);
+  server.unban(Endpoint::v4(0x0a010000, 0), 112);
+  EXPECT_FALSE(server.banned(Endpoint::v4(0x0a01ff07, 9), now_us));
+  EXPECT_TRUE(server.banned(Endpoint::v4(0x0a020003, 9), now_us));
+  EXPECT_TRUE(server.bans(now_us + 5'000'000).empty());  // both end then
+
+  // A full table says when a running ban had to make room; banning again is no displacement.
+  HostConfig small = server_config();
+  small.ban_capacity = 16;  // one set
+  HostCore tight(small);
+  for (std::uint32_t i = 0; i < 16; ++i) {
+    EXPECT_TRUE(tight.ban(Endpoint::v4(0x0c000000 + i, 0), now_us + 1'000'000 + i));
+  }
+  EXPECT_TRUE(tight.ban(Endpoint::v4(0x0c000003, 0), now_us + 9'000'000));
+  EXPECT_FALSE(tight.ban(Endpoint::v4(0x0d000001, 0), now_us + 9'000'000));
+  EXPECT_FALSE(tight.banned(Endpoint::v4(0x0c000000, 0), now_us));  // the soonest-ending went
+  EXPECT_TRUE(tight.banned(Endpoint::v4(0x0d000001, 0), now_us));
+}
+
+// The half-open table at its full default size, kept full by a flood that goes on (400,000
+// CONNECTs/s of simulated time, each from a new source): a legitimate client still connects.
+// Entries are evicted oldest-of-a-set, so a handshake survives about capacity / rate seconds,
+// far longer than its round trip; a client whose entry went resends its CONNECT.
+TEST_F(Handshake, LegitClientConnectsThroughAFullHalfOpenTable) {
+  const HostConfig sc;
+  ASSERT_EQ(sc.half_open_capacity, 65536u);
+  HostCore big(sc);
+  std::uint32_t next = 0;
+  auto flood = [&](std::uint32_t n) {
+    for (std::uint32_t i = 0; i < n; ++i, ++next) {
+      big.on_datagram(now_us, Endpoint::v4(0x0b000000u + next, 1024), forged_connect(next));
+    }
+    drain(big, server_ep);  // the cookies go out (and are never answered)
+  };
+  flood(200'000);
+  // Sets are chosen by hash: nearly every entry is taken, each set full or close to it.
+  EXPECT_GT(big.counters().half_open, sc.half_open_capacity * 95 / 100);
+  EXPECT_GT(big.counters().half_open_evicted, 100'000u);
+  Client c = client(0x0a000009, 40009, 91);
+  c.peer = c.core->connect(now_us, server_ep, 2, 9);
+  std::size_t connects = 0;
+  for (int r = 0; r < 2000 && connects == 0; ++r) {  // 10 s of simulated time at most
+    flood(2'000);
+    for (Wire& w : drain(*c.core, c.ep)) big.on_datagram(now_us, c.ep, w.bytes);
+    for (Wire& w : drain(big, server_ep)) {
+      if (w.to == c.ep) c.core->on_datagram(now_us, server_ep, w.bytes);
+    }
+    Event ev;
+    while (big.poll_event(ev)) connects += ev.type == EventType::connect ? 1 : 0;
+    now_us += 5'000;
+  }
+  EXPECT_EQ(connects, 1u);
+  EXPECT_TRUE(client_connected(c));
+  EXPECT_EQ(big.peer_count(), 1u);  // no flood source holds a peer
+  EXPECT_LE(big.counters().half_open, sc.half_open_capacity);
+}
+
 }  // namespace
 }  // namespace tern::proto

@@ -110,12 +110,12 @@ class RelayFixture : public ::testing::Test {
     ASSERT_TRUE(relay_->start(error)) << error;
   }
 
-  // A client from 127.0.1.<next> joining `room`.
-  Client& connect(std::uint32_t room) {
+  // A client from 127.0.1.<next> joining `room` (or from the address of client `same_as`).
+  Client& connect(std::uint32_t room, const Client* same_as = nullptr) {
     auto c = std::make_unique<Client>();
     c->id = static_cast<std::uint32_t>(clients_.size() + 1);
     ENetAddress bind{};
-    bind.host = htonl(0x7f010000u | (c->id + 1));
+    bind.host = htonl(0x7f010000u | ((same_as != nullptr ? same_as->id : c->id) + 1));
     bind.port = 0;
     c->host = enet_host_create(&bind, 1, 4, 0, 0);
     EXPECT_NE(c->host, nullptr);

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """tern-relay's operations as a process (issue 34 item 5): the admin endpoint's token, its
 listings against real libenet clients (enet-relay-member, one ENet host per client so each has
-its own address), kick and ban as those clients see them, per-room and top-talker series
+its own address), kick and ban as those clients see them (a
+banned address's CONNECT gets no answer at all: the ban is the engine's, before the handshake),
+the bans file ([security] bans_file) at start and on SIGHUP, per-room and top-talker series
 bounded by metrics.top_rooms / top_talkers with an "other" aggregate, JSON log lines, the
 Grafana dashboard's every metric name against a real scrape, and the new keys' config errors.
 
@@ -13,6 +15,8 @@ import os
 import queue
 import re
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -48,6 +52,30 @@ def http(method, url, token=None, timeout=10):
             return r.status, r.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode()
+
+
+def enet_connect(connect_id):
+    """A libenet 1.3 CONNECT datagram as a client's first (peer ID 0xFFF, sent time)."""
+    return struct.pack("!HHBBH", 0x8FFF, 0x1234, 2 | 0x80, 0xFF, 1) + struct.pack(
+        "!HBBIIIIIIIIII", 0, 0xFF, 0xFF, 1400, 65536, 2, 0, 0, 5000, 2, 2, connect_id, 0)
+
+
+def answered(relay_addr, source_ip, metrics=None, counter=None):
+    """Sends one CONNECT from source_ip. True when the relay answers it (the ACK and
+    VERIFY_CONNECT datagram). With a counter: waits for the relay to count the datagram there
+    first, then allows 0.5 s for an answer that would be sent in the same poll iteration."""
+    host, port = relay_addr.rsplit(":", 1)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
+        u.bind((source_ip, 0))
+        before = samples(scrape(metrics), counter).get("", 0) if counter else 0
+        u.sendto(enet_connect(0x5EED0000 + u.getsockname()[1]), (host, int(port)))
+        if counter:
+            wait_until("counted", lambda: sum(samples(scrape(metrics), counter).values()) > before)
+        u.settimeout(0.5 if counter else 10)
+        try:
+            return len(u.recv(2048)) > 0
+        except socket.timeout:
+            return False
 
 
 def scrape(metrics):
@@ -334,12 +362,14 @@ with tempfile.TemporaryDirectory() as d:
         for i in banned:
             line = members.expect(rf"disconnected {i} data=\d+")
             check(line == f"disconnected {i} data=5", f"banned client {i} saw data 5: {line!r}")
-        again = members.connect(101, "127.0.0.2")
-        line = members.expect(rf"disconnected {again} data=\d+")
-        check(line == f"disconnected {again} data=5", f"reconnect while banned refused: {line!r}")
+        # Refused before the handshake: a libenet CONNECT from it gets no VERIFY_CONNECT (one
+        # from an address not banned does), and the engine counts it.
+        check(answered(addr, "127.0.0.6"), "a CONNECT from 127.0.0.6 is answered")
+        check(not answered(addr, "127.0.0.2", metrics, "tern_relay_connects_banned_total"),
+              "a CONNECT from banned 127.0.0.2 gets no answer at all (counted as banned)")
         body = scrape(metrics)
-        check(samples(body, "tern_relay_drops_total").get('{reason="banned"}', 0) >= 1,
-              "refused connect counted as drops_total{reason=banned}")
+        check(samples(body, "tern_relay_drops_total").get('{reason="banned"}', 0) >= 2,
+              "the banned clients counted as drops_total{reason=banned}")
         check(peers_now() == sorted(left), "the 127.0.0.1 clients stayed through the ban")
         bans = json.loads(http("GET", base + "/admin/bans", token=TOKEN)[1])["bans"]
         check([b["address"] for b in bans] == ["127.0.0.2"] and bans[0]["remaining_ms"] > 0,
@@ -369,7 +399,16 @@ with tempfile.TemporaryDirectory() as d:
         check(not refused, f"and was not refused: {refused}")
         status, _ = http("POST", base + "/admin/ban?address=127.0.0.4&seconds=0", token=TOKEN)
         check(status == 400, f"ban for 0 s: 400 ({status})")
-        for bad in ("0.0.0.0", "::", "127.0.0.1:80", "nowhere"):
+        # A prefix: every address in it, listed as written.
+        status, text = http("POST", base + "/admin/ban?address=127.0.9.0/24&seconds=600",
+                            token=TOKEN)
+        check(status == 200, f"prefix ban: {status} {text!r}")
+        check(not answered(addr, "127.0.9.77", metrics, "tern_relay_connects_banned_total"),
+              "a CONNECT from 127.0.9.77 (in the banned /24) gets no answer")
+        check(ban_listed("127.0.9.0/24"), "/admin/bans lists 127.0.9.0/24")
+        http("POST", base + "/admin/unban?address=127.0.9.0/24", token=TOKEN)
+        check(answered(addr, "127.0.9.77"), "after the unban, 127.0.9.77 is answered")
+        for bad in ("0.0.0.0", "::", "127.0.0.1:80", "nowhere", "127.0.0.0/33"):
             status, _ = http("POST", base + f"/admin/ban?address={bad}", token=TOKEN)
             check(status == 400, f"ban of {bad!r}: 400 ({status})")
         status, _ = http("GET", base + "/admin/nothing", token=TOKEN)
@@ -427,6 +466,63 @@ with tempfile.TemporaryDirectory() as d:
     stopped = next((e for e in events if e["event"] == "relay_stopped"), {})
     check(stopped.get("banned", 0) >= 1 and "drained" in stopped,
           f"relay_stopped carries the summary's fields: banned={stopped.get('banned')}")
+
+    # ---- the bans file: read at start, reloaded on SIGHUP, a bad one named by file and line --
+    bans_path = os.path.join(d, "relay.bans")
+    with open(bans_path, "w") as f:
+        f.write("# refused from the start, until the line goes\n127.0.0.8\n")
+    bcfg = os.path.join(d, "bans.toml")
+    with open(bcfg, "w") as f:
+        f.write("[relay]\nlisten = \"127.0.0.1:0\"\nshards = 2\npin = false\n"
+                "[metrics]\nlisten = \"127.0.0.1:0\"\n"
+                f"[admin]\ntoken = \"{TOKEN}\"\n[security]\nbans_file = \"relay.bans\"\n")
+    relay, ready = start_relay(bcfg)
+    members = None
+    try:
+        words = ready.split()
+        addr = words[1]
+        metrics = next(w.split("=", 1)[1] for w in words if w.startswith("metrics="))
+        base = f"http://{metrics}"
+
+        def listed():
+            return {b["address"]: b for b in
+                    json.loads(http("GET", base + "/admin/bans", token=TOKEN)[1])["bans"]}
+        b = listed().get("127.0.0.8")
+        check(b is not None and b["until_removed"] is True, f"bans file at start: {listed()}")
+        check(not answered(addr, "127.0.0.8", metrics, "tern_relay_connects_banned_total"),
+              "a CONNECT from 127.0.0.8 (bans file) gets no answer")
+        members = Members(addr)
+        cid = members.connect(201, "127.0.0.9")
+        check(members.port_of(cid) is not None, "a client from 127.0.0.9 connected")
+        with open(bans_path, "w") as f:
+            f.write("127.0.0.9 600   # the line for .8 is gone\n")
+        relay.send_signal(signal.SIGHUP)
+        line = members.expect(rf"disconnected {cid} data=\d+")
+        check(line == f"disconnected {cid} data=5", f"SIGHUP: 127.0.0.9's client saw data 5: {line!r}")
+        check(wait_until("reloaded", lambda: "127.0.0.8" not in listed()),
+              "SIGHUP: 127.0.0.8's ban lifted with its line")
+        b = listed().get("127.0.0.9")
+        check(b is not None and 0 < b["remaining_ms"] <= 600_000 and not b["until_removed"],
+              f"SIGHUP: 127.0.0.9 banned for 600 s: {b}")
+        check(answered(addr, "127.0.0.8"), "after the reload, 127.0.0.8 is answered")
+        with open(bans_path, "w") as f:
+            f.write("127.0.0.10\n127.0.0.300 60\n")
+        relay.send_signal(signal.SIGHUP)
+        check(wait_until("kept", lambda: "127.0.0.9" in listed() and "127.0.0.10" not in listed(), 3),
+              "a bad bans file on SIGHUP keeps the running bans")
+    finally:
+        if members is not None:
+            members.close()
+        relay.terminate()
+        out, err = relay.communicate(timeout=30)
+    check(f"{bans_path}:2: " in err and "bans not reloaded" in err,
+          f"the bad reload was logged with file and line: {err[-400:]!r}")
+    check("bans reloaded" in err, "the good reload was logged")
+    with open(bans_path, "w") as f:
+        f.write("127.0.0.1\n\n10.0.0.0/40\n")
+    r = run(["--config", bcfg])
+    check(r.returncode == 2 and f"security.bans_file: {bans_path}:3: prefix length" in r.stderr,
+          f"a bad bans file at start: exit {r.returncode}, {r.stderr.strip()!r}")
 
 print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
 sys.exit(1 if failures else 0)

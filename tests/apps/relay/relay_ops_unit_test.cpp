@@ -1,47 +1,96 @@
-// The operations pieces on their own, on given times: the relay-level ban list (expiry is
-// exact to the millisecond passed in), the admin endpoint's HTTP request parsing, and the
-// JSON strings the log lines and admin answers are made of.
+// The operations pieces on their own: ban targets and the bans file's reader, the admin
+// endpoint's HTTP request parsing, and the JSON strings the log lines and answers are made of.
 #include "bans.hpp"
 #include "json.hpp"
 #include "metrics.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
 
 namespace tern::relay {
 namespace {
 
 Endpoint at(const char* text) { return *Endpoint::parse(text); }
 
-TEST(BanList, RefusesEveryPortOfTheAddressUntilItsEnd) {
-  BanList bans;
-  ASSERT_TRUE(bans.add(at("10.0.0.1:4000"), 5000, 1000));
-  EXPECT_TRUE(bans.refuses(at("10.0.0.1:4000"), 1000));
-  EXPECT_TRUE(bans.refuses(at("10.0.0.1:1"), 4999));  // another port of the same address
-  EXPECT_FALSE(bans.refuses(at("10.0.0.2:4000"), 1000));
-  EXPECT_FALSE(bans.refuses(at("10.0.0.1:4000"), 5000));  // ended
-  EXPECT_EQ(bans.running(4999).size(), 1u);
-  EXPECT_TRUE(bans.running(5000).empty());
-}
-
-TEST(BanList, BanningAgainMovesTheEndAndRemoveLifts) {
-  BanList bans;
-  ASSERT_TRUE(bans.add(at("[2001:db8::1]:0"), 2000, 0));
-  ASSERT_TRUE(bans.add(at("[2001:db8::1]:7"), 9000, 100));
-  EXPECT_EQ(bans.running(100).size(), 1u);
-  EXPECT_TRUE(bans.refuses(at("[2001:db8::1]:9"), 8999));
-  EXPECT_TRUE(bans.remove(at("[2001:db8::1]:0")));
-  EXPECT_FALSE(bans.refuses(at("[2001:db8::1]:9"), 100));
-  EXPECT_FALSE(bans.remove(at("[2001:db8::1]:0")));
-}
-
-TEST(BanList, BoundedAndMakesRoomFromEndedBans) {
-  BanList bans;
-  for (std::uint32_t i = 0; i < BanList::kMaxBans; ++i) {
-    ASSERT_TRUE(bans.add(Endpoint::v4(0x0a000000u + i, 0), i < 10 ? 50 : 10'000, 0));
+TEST(BanTarget, AddressesAndPrefixesParseAndCover) {
+  std::string why;
+  const auto one = parse_ban_target("10.0.0.1", why);
+  ASSERT_TRUE(one) << why;
+  EXPECT_EQ(one->prefix_bits, 128u);
+  EXPECT_TRUE(covers(*one, at("10.0.0.1:4000")));
+  EXPECT_FALSE(covers(*one, at("10.0.0.2:4000")));
+  const auto net = parse_ban_target("10.1.2.3/16", why);  // host bits are dropped
+  ASSERT_TRUE(net) << why;
+  EXPECT_EQ(net->prefix_bits, 96u + 16);
+  EXPECT_EQ(ban_target_text(*net), "10.1.0.0/16");
+  EXPECT_TRUE(covers(*net, at("10.1.255.7:1")));
+  EXPECT_FALSE(covers(*net, at("10.2.0.1:1")));
+  const auto v6 = parse_ban_target("[2001:db8::1]", why);
+  ASSERT_TRUE(v6) << why;
+  EXPECT_EQ(ban_target_text(*v6), "2001:db8::1");
+  const auto v6net = parse_ban_target("2001:db8::/32", why);
+  ASSERT_TRUE(v6net) << why;
+  EXPECT_TRUE(covers(*v6net, at("[2001:db8:5::9]:7")));
+  EXPECT_FALSE(covers(*v6net, at("10.1.0.1:7")));
+  for (const char* bad :
+       {"", "0.0.0.0", "10.0.0.1/33", "10.0.0.1:80", "nonsense", "::/129", "10.0.0.0/x"}) {
+    EXPECT_FALSE(parse_ban_target(bad, why)) << bad;
   }
-  EXPECT_FALSE(bans.add(Endpoint::v4(0x0b000001u, 0), 10'000, 0));  // full, none ended
-  EXPECT_TRUE(bans.add(Endpoint::v4(0x0b000001u, 0), 10'000, 60));  // ten ended by 60
-  EXPECT_EQ(bans.running(60).size(), BanList::kMaxBans - 10 + 1);
+}
+
+class BansFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char name[] = "/tmp/tern-bans-XXXXXX";
+    const int fd = mkstemp(name);
+    ASSERT_GE(fd, 0);
+    close(fd);
+    path_ = name;
+  }
+  void TearDown() override { std::remove(path_.c_str()); }
+  void write(const std::string& text) { std::ofstream(path_, std::ios::trunc) << text; }
+  std::string path_;
+};
+
+TEST_F(BansFile, ReadsLinesCommentsAndSeconds) {
+  write(
+      "# banned for abuse\n\n10.0.0.1\n  10.2.0.0/16   600  # a day's worth later\n"
+      "2001:db8::/48 30\n");
+  std::vector<BanLine> lines;
+  std::string error;
+  ASSERT_TRUE(read_bans_file(path_, lines, error)) << error;
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(ban_target_text(lines[0].target), "10.0.0.1");
+  EXPECT_EQ(lines[0].seconds, 0u);
+  EXPECT_EQ(ban_target_text(lines[1].target), "10.2.0.0/16");
+  EXPECT_EQ(lines[1].seconds, 600u);
+  EXPECT_EQ(lines[2].target.prefix_bits, 48u);
+  EXPECT_EQ(lines[2].seconds, 30u);
+}
+
+TEST_F(BansFile, ABadLineIsNamedAndNothingIsTaken) {
+  std::vector<BanLine> lines{BanLine{}};
+  std::string error;
+  write("10.0.0.1\n10.0.0.300 5\n");
+  EXPECT_FALSE(read_bans_file(path_, lines, error));
+  EXPECT_EQ(error.rfind(path_ + ":2: ", 0), 0u) << error;
+  EXPECT_EQ(lines.size(), 1u);  // untouched
+  write("10.0.0.1 0\n");
+  EXPECT_FALSE(read_bans_file(path_, lines, error));
+  EXPECT_NE(error.find(":1: seconds"), std::string::npos) << error;
+  std::string many;
+  for (std::size_t i = 0; i <= kMaxBansFileLines; ++i)
+    many += "10.1." + std::to_string(i / 256) + "." + std::to_string(i % 256) + "\n";
+  write(many);
+  EXPECT_FALSE(read_bans_file(path_, lines, error));
+  EXPECT_NE(error.find(":4097: more than 4096 bans"), std::string::npos) << error;
+  write("10.0.0.1 5 6\n");
+  EXPECT_FALSE(read_bans_file(path_, lines, error));
+  EXPECT_FALSE(read_bans_file(path_ + ".missing", lines, error));
+  EXPECT_NE(error.find("cannot be read"), std::string::npos) << error;
 }
 
 TEST(HttpRequest, QueryFormBodyAndAuthorization) {
