@@ -77,6 +77,7 @@ struct Options {
 bool parse_extensions(const std::string& list, tern::HostOptions& h) {
   h.selective_acks = h.fast_retransmit = h.congestion_window = h.nodelay = h.redundancy = false;
   h.delivery_modes = false;  // not used here: no hello unless an extension asks for one
+  h.blocks = false;
   h.throttle_reliable_window = true;
   if (list == "none") return true;
   if (list == "all") {

@@ -1,0 +1,359 @@
+// The protocol core, extension "large blocks" (HostConfig::blocks, on by default; WIRE.md,
+// "Large blocks"): Fiedler's chunks. Negotiated with kFeatureBlocks in the hello. A block is
+// cut into slices sized to the MTU, each sent as a tern_ext block_slice (not acknowledged
+// through ENet's acks); the receiver answers block_ack with the first slice it lacks and a
+// 256-bit field for the slices after it, and the sender resends what stays unacknowledged
+// for a retransmission timeout, paced to block_rate(). Only slices within 257 of the first
+// unacknowledged one are sent, so the ack field always covers what is in flight. One block in
+// flight per channel each way; to a peer that did not agree a block goes as a reliable
+// message. Part of host_core.cpp's translation unit (see README.md).
+#include "core_impl.hpp"
+
+namespace tern::proto {
+
+inline std::uint32_t HostCore::Impl::blocks_offered() const {
+  return config.blocks ? kFeatureBlocks : 0;
+}
+
+inline std::uint32_t HostCore::Impl::blocks_agreed(const Peer& p) const {
+  return p.blocks ? kFeatureBlocks : 0;
+}
+
+inline void HostCore::Impl::blocks_on_agreed(Peer& p, std::uint32_t agreed) {
+  p.blocks = config.blocks && (agreed & kFeatureBlocks) != 0;
+}
+
+inline BlockState& HostCore::Impl::block_state(Peer& p) {
+  PeerExtra& e = extra(p);
+  if (!e.blocks) e.blocks = std::make_unique<BlockState>();
+  return *e.blocks;
+}
+
+inline OutBlock* HostCore::Impl::block_out(const Peer& p, std::uint8_t channel) {
+  if (p.extra == nullptr || !p.extra->blocks) return nullptr;
+  for (OutBlock& o : p.extra->blocks->out) {
+    if (o.channel == channel) return &o;
+  }
+  return nullptr;
+}
+
+namespace {
+
+bool bit(const std::vector<std::uint64_t>& bits, std::uint32_t i) {
+  return (bits[i / 64] >> (i % 64) & 1) != 0;
+}
+void set_bit(std::vector<std::uint64_t>& bits, std::uint32_t i) {
+  bits[i / 64] |= std::uint64_t{1} << (i % 64);
+}
+std::uint32_t slice_length(std::uint64_t total, std::uint32_t slice_size, std::uint32_t count,
+                           std::uint32_t index) {
+  return index + 1 < count ? slice_size
+                           : static_cast<std::uint32_t>(total - std::uint64_t{index} * slice_size);
+}
+
+}  // namespace
+
+inline SendResult HostCore::Impl::send_block(PeerHandle h, std::uint8_t channel_id, Packet block) {
+  Peer* p = find(h);
+  if (p == nullptr || p->state != PeerState::connected) return SendResult::not_connected;
+  if (channel_id >= p->channel_count) return SendResult::bad_channel;
+  // ENet has no blocks: a reliable message in fragments, as large as max_packet_size allows.
+  if (!p->blocks || block.size() == 0) {
+    return send(*p, channel_id, Delivery::reliable, std::move(block));
+  }
+  if (block.size() > config.max_block_size) return SendResult::too_large;
+  if (block_out(*p, channel_id) != nullptr) return SendResult::block_busy;
+  BlockState& s = block_state(*p);
+  OutBlock& o = s.out.emplace_back();
+  o.channel = channel_id;
+  o.id = s.next_id++;
+  // One slice and its command fill a datagram, checksum and sent time included.
+  o.slice_size = static_cast<std::uint16_t>(p->mtu - header_size(true, config.checksum) -
+                                            kTernExtSize - kBlockSliceHeader);
+  o.count = static_cast<std::uint32_t>((block.size() + o.slice_size - 1) / o.slice_size);
+  o.acked.assign((o.count + 63) / 64, 0);
+  o.sent_ms.assign(o.count, kNever);
+  o.data = std::move(block);
+  ++counters.messages_out;
+  count(*p, kMessagesSent, 1);
+  mark_dirty(*p);
+  return SendResult::ok;
+}
+
+// The sender's pace, bytes per second: the one place it is decided, so a congestion
+// controller's rate can replace it. Without a configured rate, 256 slices per round trip:
+// what one ack field covers, so the window (not a guess at the path) bounds what is in flight.
+inline std::uint64_t HostCore::Impl::block_rate(const Peer& p, const OutBlock& o) const {
+  if (config.block_rate != 0) return config.block_rate;
+  const std::uint64_t rtt_ms = std::max<std::uint32_t>(p.rtt + 2u * p.rtt_variance, 1);
+  return std::uint64_t{kBlockAckSpan} * o.slice_size * 1000 / rtt_ms;
+}
+
+// A slice unacknowledged this long after it went is sent again.
+inline std::uint64_t HostCore::Impl::block_resend_ms(const Peer& p) const {
+  return std::max<std::uint64_t>(std::uint64_t{p.rtt} + 4u * p.rtt_variance,
+                                 std::max<std::uint32_t>(config.min_rto_ms, 2));
+}
+
+// The next slice due within the window [base, base + 257): never sent, or unacknowledged for
+// a retransmission timeout. Starts where the last search stopped, so one pass goes round the
+// window rather than resending its first slices over and over.
+inline bool HostCore::Impl::next_slice(const Peer& p, OutBlock& o, std::uint32_t& index) {
+  const std::uint32_t end =
+      std::min<std::uint64_t>(o.count, std::uint64_t{o.base} + 1 + kBlockAckSpan);
+  if (o.cursor < o.base || o.cursor >= end) o.cursor = o.base;
+  const std::uint64_t resend = block_resend_ms(p);
+  const std::uint32_t span = end - o.base;
+  for (std::uint32_t k = 0; k < span; ++k) {
+    std::uint32_t i = o.cursor + k;
+    if (i >= end) i -= span;
+    if (bit(o.acked, i)) continue;
+    if (o.sent_ms[i] == kNever || now_ms >= o.sent_ms[i] + resend) {
+      index = i;
+      o.cursor = i + 1;
+      return true;
+    }
+  }
+  return false;
+}
+
+inline void HostCore::Impl::write_block_ack(Build& b, InBlock& in) {
+  std::array<std::byte, kBlockAckData> data{};
+  Writer w(data);
+  w.u16(in.id);
+  w.u16(0);
+  w.u32(in.base);
+  for (std::uint32_t word = 0; word < kBlockAckSpan / 32; ++word) {
+    std::uint32_t bits = 0;
+    for (std::uint32_t j = 0; j < 32; ++j) {
+      const std::uint64_t i = std::uint64_t{in.base} + 1 + word * 32 + j;
+      if (i < in.count && (in.done || bit(in.have, static_cast<std::uint32_t>(i)))) {
+        bits |= 1u << j;
+      }
+    }
+    w.u32(bits);
+  }
+  Command cmd;
+  cmd.command = static_cast<std::uint8_t>(Cmd::tern_ext);
+  cmd.channel_id = in.channel;
+  cmd.ext.kind = static_cast<std::uint8_t>(TernExtKind::block_ack);
+  cmd.ext.flags = 0;
+  cmd.ext.data_length = static_cast<std::uint16_t>(kBlockAckData);
+  put_command(b, cmd, data);
+  in.ack_owed = false;
+  ++counters.block_acks_out;
+}
+
+// Acks owed first (small, and they keep the other side's blocks moving), then slices while
+// the datagram has room and the pace allows; the blocks take turns at going first.
+inline void HostCore::Impl::blocks_write(Peer& p, Build& b) {
+  if (p.extra == nullptr || !p.extra->blocks) return;
+  BlockState& s = *p.extra->blocks;
+  if (s.acks_owed) {
+    s.acks_owed = false;
+    for (InBlock& in : s.in) {
+      if (!in.ack_owed) continue;
+      if (room(b) < kTernExtSize + kBlockAckData || b.commands >= kMaxPacketCommands) {
+        s.acks_owed = true;
+        b.more = true;
+        break;
+      }
+      write_block_ack(b, in);
+    }
+  }
+  if (s.out.empty()) return;
+  const std::uint64_t rate = block_rate(p, s.out.front());
+  const double burst = std::max<double>(16.0 * s.out.front().slice_size, rate / 500.0);
+  if (s.tokens_ms == 0) s.tokens = burst;
+  s.tokens = std::min(burst, s.tokens + static_cast<double>(rate) *
+                                            static_cast<double>(now_ms - s.tokens_ms) / 1000.0);
+  s.tokens_ms = now_ms;
+  s.next_due_ms = kNever;
+  const std::size_t blocks = s.out.size();
+  std::size_t idle = 0;  // blocks in a row with nothing due
+  for (std::size_t k = s.rotate % blocks; idle < blocks; k = (k + 1) % blocks) {
+    OutBlock& o = s.out[k];
+    const std::uint32_t cursor = o.cursor;
+    std::uint32_t i = 0;
+    if (!next_slice(p, o, i)) {
+      ++idle;
+      continue;
+    }
+    idle = 0;
+    const std::uint32_t len = slice_length(o.data.size(), o.slice_size, o.count, i);
+    if (s.tokens < len) {  // paced: the timer comes back when the bucket holds a slice
+      o.cursor = cursor;
+      s.next_due_ms = now_ms + static_cast<std::uint64_t>((len - s.tokens) * 1000.0 / rate) + 1;
+      return;
+    }
+    if (room(b) < kTernExtSize + kBlockSliceHeader + len || b.commands >= kMaxPacketCommands) {
+      o.cursor = cursor;
+      b.more = true;
+      return;
+    }
+    std::array<std::byte, kBlockSliceHeader> header{};
+    Writer w(header);
+    w.u16(o.id);
+    w.u16(o.slice_size);
+    w.u32(static_cast<std::uint32_t>(o.data.size()));
+    w.u32(o.count);
+    w.u32(i);
+    Command cmd;
+    cmd.command = static_cast<std::uint8_t>(Cmd::tern_ext);
+    cmd.channel_id = o.channel;
+    cmd.ext.kind = static_cast<std::uint8_t>(TernExtKind::block_slice);
+    cmd.ext.flags = 0;
+    cmd.ext.data_length = static_cast<std::uint16_t>(kBlockSliceHeader + len);
+    put_command(b, cmd, header);
+    std::memcpy(b.dg->bytes.data() + b.pos, o.data.bytes().data() + std::size_t{i} * o.slice_size,
+                len);
+    b.pos += len;
+    if (o.sent_ms[i] != kNever) ++counters.block_slices_resent;
+    o.sent_ms[i] = now_ms;
+    ++counters.block_slices_sent;
+    s.tokens -= len;
+    s.rotate = static_cast<std::uint8_t>(k + 1);
+  }
+  // Nothing due now: the earliest resend in any block's window.
+  const std::uint64_t resend = block_resend_ms(p);
+  for (const OutBlock& o : s.out) {
+    const std::uint32_t end =
+        std::min<std::uint64_t>(o.count, std::uint64_t{o.base} + 1 + kBlockAckSpan);
+    for (std::uint32_t i = o.base; i < end; ++i) {
+      if (!bit(o.acked, i) && o.sent_ms[i] != kNever) {
+        s.next_due_ms = std::min(s.next_due_ms, o.sent_ms[i] + resend);
+      }
+    }
+  }
+}
+
+inline std::uint64_t HostCore::Impl::blocks_deadline(const Peer& p) const {
+  if (!p.extra->blocks || p.extra->blocks->out.empty()) return kNever;
+  return p.extra->blocks->next_due_ms;
+}
+
+// A slice from the peer. Every field is checked against the others and against what this
+// host allows before anything is allocated; a block's buffer is taken with its first slice.
+inline Handled HostCore::Impl::handle_block_slice(Peer& p, const Command& cmd, Arrival& arrival) {
+  auto refuse = [&](Drop why) {
+    arrival.why = why;
+    return Handled::stop;
+  };
+  if (!p.blocks) return refuse(Drop::extension_not_agreed);
+  if (!p.connected_like()) return refuse(Drop::wrong_state);
+  if (cmd.channel_id >= p.channel_count) return refuse(Drop::bad_channel);
+  Reader r(cmd.payload);
+  std::uint16_t id = 0, slice_size = 0;
+  std::uint32_t total = 0, count = 0, index = 0;
+  if (!r.read_u16(id) || !r.read_u16(slice_size) || !r.read_u32(total) || !r.read_u32(count) ||
+      !r.read_u32(index)) {
+    return refuse(Drop::block_malformed);
+  }
+  if (total > config.max_block_size) return refuse(Drop::block_too_large);
+  if (total == 0 || slice_size == 0 || slice_size > kMaxMtu ||
+      count != (std::uint64_t{total} + slice_size - 1) / slice_size) {
+    return refuse(Drop::block_malformed);
+  }
+  if (index >= count) return refuse(Drop::block_slice_out_of_range);
+  if (r.remaining() != slice_length(total, slice_size, count, index)) {
+    return refuse(Drop::block_malformed);
+  }
+  BlockState& s = block_state(p);
+  InBlock* in = nullptr;
+  for (InBlock& b : s.in) {
+    if (b.channel == cmd.channel_id) in = &b;
+  }
+  if (in != nullptr && in->id == id) {
+    if (in->total != total || in->slice_size != slice_size) return refuse(Drop::block_mismatch);
+    if (in->done || bit(in->have, index)) {
+      // A copy the sender resent before our ack reached it: ack again, keep nothing.
+      counters.drops.add(Drop::duplicate);
+      in->ack_owed = s.acks_owed = true;
+      mark_dirty(p);
+      return Handled::ok;
+    }
+  } else {
+    // A new block on the channel: only once the previous one there is complete (one in
+    // flight per channel), within this peer's share and the host's memory cap.
+    if (in != nullptr && !in->done) return refuse(Drop::block_mismatch);
+    if (s.in_bytes + total > config.max_block_size) return refuse(Drop::block_memory);
+    if (counters.buffered_bytes + total > config.memory_cap) return refuse(Drop::memory_cap);
+    if (in == nullptr) in = &s.in.emplace_back();
+    *in = InBlock{};
+    in->data = Packet::allocate(total);
+    in->have.assign((count + 63) / 64, 0);
+    in->total = total;
+    in->count = count;
+    in->id = id;
+    in->slice_size = slice_size;
+    in->channel = cmd.channel_id;
+    s.in_bytes += total;
+    counters.buffered_bytes += total;
+  }
+  std::memcpy(in->data.mutable_bytes().data() + std::size_t{index} * slice_size,
+              cmd.payload.data() + kBlockSliceHeader, r.remaining());
+  set_bit(in->have, index);
+  ++in->received;
+  while (in->base < in->count && bit(in->have, in->base)) ++in->base;
+  in->ack_owed = s.acks_owed = true;
+  mark_dirty(p);
+  if (in->received == in->count) {
+    in->done = true;
+    s.in_bytes -= in->total;
+    counters.buffered_bytes -= in->total;  // deliver_now charges it again, as any message
+    in->have = {};
+    ++counters.blocks_received;
+    deliver_now(p, in->channel, Delivery::reliable, std::move(in->data));
+  }
+  return Handled::ok;
+}
+
+// The receiver's ack of a block we are sending: everything below `base`, and the slices its
+// field names after it.
+inline Handled HostCore::Impl::handle_block_ack(Peer& p, const Command& cmd, Arrival& arrival) {
+  auto refuse = [&](Drop why) {
+    arrival.why = why;
+    return Handled::stop;
+  };
+  if (!p.blocks) return refuse(Drop::extension_not_agreed);
+  if (cmd.payload.size() != kBlockAckData) return refuse(Drop::block_malformed);
+  Reader r(cmd.payload);
+  std::uint16_t id = 0, zero = 0;
+  std::uint32_t base = 0;
+  r.read_u16(id);
+  r.read_u16(zero);
+  r.read_u32(base);
+  OutBlock* o = block_out(p, cmd.channel_id);
+  if (o == nullptr || o->id != id) {
+    // Late: for a block already wholly acknowledged (or never sent).
+    counters.drops.add(Drop::unexpected_ack);
+    return Handled::ok;
+  }
+  if (base > o->count) return refuse(Drop::block_malformed);
+  for (std::uint32_t i = o->base; i < base; ++i) set_bit(o->acked, i);
+  for (std::uint32_t word = 0; word < kBlockAckSpan / 32; ++word) {
+    std::uint32_t bits = 0;
+    r.read_u32(bits);
+    for (std::uint32_t j = 0; bits != 0 && j < 32; ++j, bits >>= 1) {
+      const std::uint64_t i = std::uint64_t{base} + 1 + word * 32 + j;
+      if ((bits & 1) != 0 && i < o->count) set_bit(o->acked, static_cast<std::uint32_t>(i));
+    }
+  }
+  while (o->base < o->count && bit(o->acked, o->base)) ++o->base;
+  if (o->base == o->count) {
+    ++counters.blocks_sent;
+    BlockState& s = *p.extra->blocks;
+    s.out.erase(s.out.begin() + (o - s.out.data()));
+  }
+  mark_dirty(p);
+  return Handled::ok;
+}
+
+// The connection ends: blocks in progress give back what they charged to the host.
+inline void HostCore::Impl::blocks_release(Peer& p) {
+  if (p.extra == nullptr || !p.extra->blocks) return;
+  counters.buffered_bytes -= p.extra->blocks->in_bytes;
+  p.extra->blocks.reset();
+}
+
+}  // namespace tern::proto
