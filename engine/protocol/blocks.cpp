@@ -39,6 +39,11 @@ inline OutBlock* HostCore::Impl::block_out(const Peer& p, std::uint8_t channel) 
 
 namespace {
 
+// New slices go at most this far past the first unacknowledged one: four ack fields.
+constexpr std::uint32_t kBlockWindow = 4 * kBlockAckSpan;
+// sent_ms of a slice later acks showed lost: due at once.
+constexpr std::uint64_t kResendNow = 0;
+
 bool bit(const std::vector<std::uint64_t>& bits, std::uint32_t i) {
   return (bits[i / 64] >> (i % 64) & 1) != 0;
 }
@@ -73,6 +78,7 @@ inline SendResult HostCore::Impl::send_block(PeerHandle h, std::uint8_t channel_
   o.count = static_cast<std::uint32_t>((block.size() + o.slice_size - 1) / o.slice_size);
   o.acked.assign((o.count + 63) / 64, 0);
   o.sent_ms.assign(o.count, kNever);
+  o.resent.assign((o.count + 63) / 64, 0);
   o.data = std::move(block);
   ++counters.messages_out;
   count(*p, kMessagesSent, 1);
@@ -85,34 +91,39 @@ inline SendResult HostCore::Impl::send_block(PeerHandle h, std::uint8_t channel_
 // what one ack field covers, so the window (not a guess at the path) bounds what is in flight.
 inline std::uint64_t HostCore::Impl::block_rate(const Peer& p, const OutBlock& o) const {
   if (config.block_rate != 0) return config.block_rate;
-  const std::uint64_t rtt_ms = std::max<std::uint32_t>(p.rtt + 2u * p.rtt_variance, 1);
-  return std::uint64_t{kBlockAckSpan} * o.slice_size * 1000 / rtt_ms;
+  const BlockState& s = *p.extra->blocks;
+  const std::uint32_t rtt =
+      s.srtt_ms != 0 ? s.srtt_ms + 2 * s.rttvar_ms : std::uint32_t{p.rtt} + 2u * p.rtt_variance;
+  return std::uint64_t{kBlockAckSpan} * o.slice_size * 1000 / std::max<std::uint32_t>(rtt, 1);
 }
 
 // A slice unacknowledged this long after it went is sent again.
 inline std::uint64_t HostCore::Impl::block_resend_ms(const Peer& p) const {
-  return std::max<std::uint64_t>(std::uint64_t{p.rtt} + 4u * p.rtt_variance,
-                                 std::max<std::uint32_t>(config.min_rto_ms, 2));
+  const BlockState& s = *p.extra->blocks;
+  const std::uint64_t rto =
+      s.srtt_ms != 0 ? s.srtt_ms + 4u * s.rttvar_ms : std::uint64_t{p.rtt} + 4u * p.rtt_variance;
+  return std::max<std::uint64_t>(rto, std::max<std::uint32_t>(config.min_rto_ms, 2));
 }
 
-// The next slice due within the window [base, base + 257): never sent, or unacknowledged for
-// a retransmission timeout. Starts where the last search stopped, so one pass goes round the
-// window rather than resending its first slices over and over.
+// The next slice to send: first a resend (a slice the ack field can report, [base, base +
+// 257), unacknowledged for a retransmission timeout or overtaken by later acks), else the next
+// new one while it is within kBlockWindow of base. New slices may run past what the ack field
+// reports, so a loss at the base does not stall the transfer while its resend travels; those
+// are resent only once the field reaches them (their bits say whether they arrived).
 inline bool HostCore::Impl::next_slice(const Peer& p, OutBlock& o, std::uint32_t& index) {
-  const std::uint32_t end =
-      std::min<std::uint64_t>(o.count, std::uint64_t{o.base} + 1 + kBlockAckSpan);
-  if (o.cursor < o.base || o.cursor >= end) o.cursor = o.base;
+  const std::uint32_t reportable =
+      std::min<std::uint64_t>(o.next_new, std::uint64_t{o.base} + 1 + kBlockAckSpan);
   const std::uint64_t resend = block_resend_ms(p);
-  const std::uint32_t span = end - o.base;
-  for (std::uint32_t k = 0; k < span; ++k) {
-    std::uint32_t i = o.cursor + k;
-    if (i >= end) i -= span;
+  for (std::uint32_t i = o.base; i < reportable; ++i) {
     if (bit(o.acked, i)) continue;
-    if (o.sent_ms[i] == kNever || now_ms >= o.sent_ms[i] + resend) {
+    if (o.sent_ms[i] == kResendNow || now_ms >= o.sent_ms[i] + resend) {
       index = i;
-      o.cursor = i + 1;
       return true;
     }
+  }
+  if (o.next_new < std::min<std::uint64_t>(o.count, std::uint64_t{o.base} + 1 + kBlockWindow)) {
+    index = o.next_new;
+    return true;
   }
   return false;
 }
@@ -173,7 +184,6 @@ inline void HostCore::Impl::blocks_write(Peer& p, Build& b) {
   std::size_t idle = 0;  // blocks in a row with nothing due
   for (std::size_t k = s.rotate % blocks; idle < blocks; k = (k + 1) % blocks) {
     OutBlock& o = s.out[k];
-    const std::uint32_t cursor = o.cursor;
     std::uint32_t i = 0;
     if (!next_slice(p, o, i)) {
       ++idle;
@@ -182,12 +192,10 @@ inline void HostCore::Impl::blocks_write(Peer& p, Build& b) {
     idle = 0;
     const std::uint32_t len = slice_length(o.data.size(), o.slice_size, o.count, i);
     if (s.tokens < len) {  // paced: the timer comes back when the bucket holds a slice
-      o.cursor = cursor;
       s.next_due_ms = now_ms + static_cast<std::uint64_t>((len - s.tokens) * 1000.0 / rate) + 1;
       return;
     }
     if (room(b) < kTernExtSize + kBlockSliceHeader + len || b.commands >= kMaxPacketCommands) {
-      o.cursor = cursor;
       b.more = true;
       return;
     }
@@ -208,8 +216,12 @@ inline void HostCore::Impl::blocks_write(Peer& p, Build& b) {
     std::memcpy(b.dg->bytes.data() + b.pos, o.data.bytes().data() + std::size_t{i} * o.slice_size,
                 len);
     b.pos += len;
-    if (o.sent_ms[i] != kNever) ++counters.block_slices_resent;
+    if (o.sent_ms[i] != kNever) {
+      ++counters.block_slices_resent;
+      set_bit(o.resent, i);
+    }
     o.sent_ms[i] = now_ms;
+    if (i == o.next_new) ++o.next_new;
     ++counters.block_slices_sent;
     s.tokens -= len;
     s.rotate = static_cast<std::uint8_t>(k + 1);
@@ -219,8 +231,8 @@ inline void HostCore::Impl::blocks_write(Peer& p, Build& b) {
   for (const OutBlock& o : s.out) {
     const std::uint32_t end =
         std::min<std::uint64_t>(o.count, std::uint64_t{o.base} + 1 + kBlockAckSpan);
-    for (std::uint32_t i = o.base; i < end; ++i) {
-      if (!bit(o.acked, i) && o.sent_ms[i] != kNever) {
+    for (std::uint32_t i = o.base; i < std::min(end, o.next_new); ++i) {
+      if (!bit(o.acked, i)) {
         s.next_due_ms = std::min(s.next_due_ms, o.sent_ms[i] + resend);
       }
     }
@@ -330,19 +342,58 @@ inline Handled HostCore::Impl::handle_block_ack(Peer& p, const Command& cmd, Arr
     return Handled::ok;
   }
   if (base > o->count) return refuse(Drop::block_malformed);
-  for (std::uint32_t i = o->base; i < base; ++i) set_bit(o->acked, i);
+  // The newest send among the slices this ack is the first to name, if sent once (Karn).
+  // And the newest send among all it names, for fast resend.
+  std::uint64_t newest_sent = 0, newest_any = 0;
+  auto take = [&](std::uint32_t i) {
+    if (o->sent_ms[i] != kNever && o->sent_ms[i] != kResendNow) {
+      newest_any = std::max(newest_any, o->sent_ms[i]);
+    }
+    if (bit(o->acked, i)) return;
+    set_bit(o->acked, i);
+    if (o->sent_ms[i] != kNever && !bit(o->resent, i)) {
+      newest_sent = std::max(newest_sent, o->sent_ms[i]);
+    }
+  };
+  for (std::uint32_t i = o->base; i < base; ++i) take(i);
   for (std::uint32_t word = 0; word < kBlockAckSpan / 32; ++word) {
     std::uint32_t bits = 0;
     r.read_u32(bits);
     for (std::uint32_t j = 0; bits != 0 && j < 32; ++j, bits >>= 1) {
       const std::uint64_t i = std::uint64_t{base} + 1 + word * 32 + j;
-      if ((bits & 1) != 0 && i < o->count) set_bit(o->acked, static_cast<std::uint32_t>(i));
+      if ((bits & 1) != 0 && i < o->count) take(static_cast<std::uint32_t>(i));
+    }
+  }
+  BlockState& s = *p.extra->blocks;
+  // Fast resend: a slice sent well before one this ack names (a quarter of the round trip,
+  // at least 2 ms: reordering margin) was lost; it goes again without waiting for its timeout.
+  if (newest_any != 0) {
+    const std::uint32_t rtt = s.srtt_ms != 0 ? s.srtt_ms : p.rtt;
+    const std::uint64_t margin = std::max<std::uint32_t>(rtt / 4, 2);
+    const std::uint32_t reportable =
+        std::min<std::uint64_t>(o->next_new, std::uint64_t{base} + 1 + kBlockAckSpan);
+    for (std::uint32_t i = std::max(o->base, base); i < reportable; ++i) {
+      if (!bit(o->acked, i) && o->sent_ms[i] != kResendNow && o->sent_ms[i] + margin < newest_any) {
+        o->sent_ms[i] = kResendNow;
+      }
+    }
+  }
+  if (newest_sent != 0 && now_ms >= newest_sent) {
+    // RFC 6298's smoothing, in whole milliseconds.
+    const auto sample =
+        static_cast<std::uint32_t>(std::min<std::uint64_t>(now_ms - newest_sent, 60'000));
+    if (s.srtt_ms == 0) {
+      s.srtt_ms = std::max<std::uint32_t>(sample, 1);
+      s.rttvar_ms = sample / 2;
+    } else {
+      const std::uint32_t diff = sample > s.srtt_ms ? sample - s.srtt_ms : s.srtt_ms - sample;
+      s.rttvar_ms = (3 * s.rttvar_ms + diff) / 4;
+      s.srtt_ms = std::max<std::uint32_t>((7 * s.srtt_ms + sample) / 8, 1);
     }
   }
   while (o->base < o->count && bit(o->acked, o->base)) ++o->base;
   if (o->base == o->count) {
     ++counters.blocks_sent;
-    BlockState& s = *p.extra->blocks;
     s.out.erase(s.out.begin() + (o - s.out.data()));
   }
   mark_dirty(p);

@@ -250,9 +250,10 @@ struct OutBlock {
   Packet data;
   std::vector<std::uint64_t> acked;    // one bit per slice
   std::vector<std::uint64_t> sent_ms;  // when each slice last went (kNever: not yet)
+  std::vector<std::uint64_t> resent;   // one bit per slice sent more than once (no RTT sample)
   std::uint32_t count = 0;
-  std::uint32_t base = 0;    // every slice below it is acknowledged
-  std::uint32_t cursor = 0;  // where the search for the next slice to send resumes
+  std::uint32_t base = 0;      // every slice below it is acknowledged
+  std::uint32_t next_new = 0;  // the first slice never sent
   std::uint16_t id = 0;
   std::uint16_t slice_size = 0;
   std::uint8_t channel = 0;
@@ -281,6 +282,11 @@ struct BlockState {
   double tokens = 0;           // pacing: bytes the sender may still send now
   std::uint64_t tokens_ms = 0;
   std::uint64_t next_due_ms = 0;  // when the sender next has a slice to send (0: now)
+  // The round trip the slices see, from acks of slices sent once (0: no sample yet, the
+  // connection's RTT stands in): a transfer keeps the link busy, so the connection takes no
+  // samples of its own (no pings) while it lasts.
+  std::uint32_t srtt_ms = 0;
+  std::uint32_t rttvar_ms = 0;
   std::uint16_t next_id = 0;
   std::uint8_t rotate = 0;  // which block's slices go first in the next datagram
   bool acks_owed = false;
