@@ -2,7 +2,8 @@
 // "Large blocks"): Fiedler's chunks. Negotiated with kFeatureBlocks in the hello. A block is
 // cut into slices sized to the MTU, each sent as a tern_ext block_slice (not acknowledged
 // through ENet's acks); the receiver answers block_ack with the first slice it lacks and a
-// 256-bit field for the slices after it, and the sender resends what stays unacknowledged
+// 256-bit field (after it, or ending at the newest slice received: they alternate), and the
+// sender resends what stays unacknowledged
 // for a retransmission timeout (or at once when later acks overtook it), paced to
 // block_rate(). One block in flight per channel each way; to a peer that did not agree a block
 // goes as a reliable message. Part of host_core.cpp's translation unit (see README.md).
@@ -38,8 +39,10 @@ inline OutBlock* HostCore::Impl::block_out(const Peer& p, std::uint8_t channel) 
 
 namespace {
 
-// New slices go at most this far past the first unacknowledged one: four ack fields.
-constexpr std::uint32_t kBlockWindow = 4 * kBlockAckSpan;
+// New slices go at most this far past the first unacknowledged one: the two places an ack's
+// field reports from (right after the base, or ending at the newest slice received) then
+// cover every slice in flight between them.
+constexpr std::uint32_t kBlockWindow = 2 * kBlockAckSpan;
 // sent_ms of a slice later acks showed lost: due at once.
 constexpr std::uint64_t kResendNow = 0;
 
@@ -87,33 +90,34 @@ inline SendResult HostCore::Impl::send_block(PeerHandle h, std::uint8_t channel_
 
 // The sender's pace, bytes per second: the one place it is decided, so a congestion
 // controller's rate can replace it. Without a configured rate, 256 slices per round trip:
-// what one ack field covers, so the window (not a guess at the path) bounds what is in flight.
+// what one ack field covers.
 inline std::uint64_t HostCore::Impl::block_rate(const Peer& p, const OutBlock& o) const {
   if (config.block_rate != 0) return config.block_rate;
+  // The smoothed RTT without its variance: slices sent in paced bursts sample a spread of
+  // round trips, and a rate that shrank with that spread ran at half the ack field per RTT.
   const BlockState& s = *p.extra->blocks;
-  const std::uint32_t rtt =
-      s.srtt_ms != 0 ? s.srtt_ms + 2 * s.rttvar_ms : std::uint32_t{p.rtt} + 2u * p.rtt_variance;
+  const std::uint32_t rtt = s.srtt_ms != 0 ? s.srtt_ms : std::uint32_t{p.rtt};
   return std::uint64_t{kBlockAckSpan} * o.slice_size * 1000 / std::max<std::uint32_t>(rtt, 1);
 }
 
-// A slice unacknowledged this long after it went is sent again.
+// A slice unacknowledged this long after it went is sent again. The margin over the round
+// trip is at least half of it: on a steady path the variance is near 0, and a timeout of the
+// bare round trip resent nearly every slice just before its ack came.
 inline std::uint64_t HostCore::Impl::block_resend_ms(const Peer& p) const {
   const BlockState& s = *p.extra->blocks;
-  const std::uint64_t rto =
-      s.srtt_ms != 0 ? s.srtt_ms + 4u * s.rttvar_ms : std::uint64_t{p.rtt} + 4u * p.rtt_variance;
-  return std::max<std::uint64_t>(rto, std::max<std::uint32_t>(config.min_rto_ms, 2));
+  const std::uint64_t rtt = s.srtt_ms != 0 ? s.srtt_ms : p.rtt;
+  const std::uint64_t var = s.srtt_ms != 0 ? s.rttvar_ms : p.rtt_variance;
+  return std::max<std::uint64_t>(rtt + std::max(4 * var, rtt / 2),
+                                 std::max<std::uint32_t>(config.min_rto_ms, 2));
 }
 
-// The next slice to send: first a resend (a slice the ack field can report, [base, base +
-// 257), unacknowledged for a retransmission timeout or overtaken by later acks), else the next
-// new one while it is within kBlockWindow of base. New slices may run past what the ack field
-// reports, so a loss at the base does not stall the transfer while its resend travels; those
-// are resent only once the field reaches them (their bits say whether they arrived).
+// The next slice to send: first a resend (a slice unacknowledged for a retransmission
+// timeout, or that later acks showed lost), else the next new one while it is within
+// kBlockWindow of the base, so a loss at the base does not stall the transfer while its
+// resend travels.
 inline bool HostCore::Impl::next_slice(const Peer& p, OutBlock& o, std::uint32_t& index) {
-  const std::uint32_t reportable =
-      std::min<std::uint64_t>(o.next_new, std::uint64_t{o.base} + 1 + kBlockAckSpan);
   const std::uint64_t resend = block_resend_ms(p);
-  for (std::uint32_t i = o.base; i < reportable; ++i) {
+  for (std::uint32_t i = o.base; i < o.next_new; ++i) {
     if (bit(o.acked, i)) continue;
     if (o.sent_ms[i] == kResendNow || now_ms >= o.sent_ms[i] + resend) {
       index = i;
@@ -128,15 +132,23 @@ inline bool HostCore::Impl::next_slice(const Peer& p, OutBlock& o, std::uint32_t
 }
 
 inline void HostCore::Impl::write_block_ack(Build& b, InBlock& in) {
+  // Every other ack reports the newest slices received instead of those right after the base:
+  // the sender learns of fresh arrivals (its RTT samples, and what they show lost) even while
+  // a loss at the base holds the base back.
+  std::uint32_t field = in.base + 1;
+  in.newest_field = !in.newest_field;
+  if (in.newest_field && in.newest >= in.base + kBlockAckSpan)
+    field = in.newest + 1 - kBlockAckSpan;
   std::array<std::byte, kBlockAckData> data{};
   Writer w(data);
   w.u16(in.id);
   w.u16(0);
   w.u32(in.base);
+  w.u32(field);
   for (std::uint32_t word = 0; word < kBlockAckSpan / 32; ++word) {
     std::uint32_t bits = 0;
     for (std::uint32_t j = 0; j < 32; ++j) {
-      const std::uint64_t i = std::uint64_t{in.base} + 1 + word * 32 + j;
+      const std::uint64_t i = std::uint64_t{field} + word * 32 + j;
       if (i < in.count && (in.done || bit(in.have, static_cast<std::uint32_t>(i)))) {
         bits |= 1u << j;
       }
@@ -173,7 +185,9 @@ inline void HostCore::Impl::blocks_write(Peer& p, Build& b) {
   }
   if (s.out.empty()) return;
   const std::uint64_t rate = block_rate(p, s.out.front());
-  const double burst = std::max<double>(16.0 * s.out.front().slice_size, rate / 500.0);
+  // A wake-up may come some milliseconds late (a socket host sleeps in whole ones): ten
+  // milliseconds of the rate may go at once, so lateness does not cost throughput.
+  const double burst = std::max<double>(16.0 * s.out.front().slice_size, rate / 100.0);
   if (s.tokens_ms == 0) s.tokens = burst;
   s.tokens = std::min(burst, s.tokens + static_cast<double>(rate) *
                                             static_cast<double>(now_ms - s.tokens_ms) / 1000.0);
@@ -228,9 +242,7 @@ inline void HostCore::Impl::blocks_write(Peer& p, Build& b) {
   // Nothing due now: the earliest resend in any block's window.
   const std::uint64_t resend = block_resend_ms(p);
   for (const OutBlock& o : s.out) {
-    const std::uint32_t end =
-        std::min<std::uint64_t>(o.count, std::uint64_t{o.base} + 1 + kBlockAckSpan);
-    for (std::uint32_t i = o.base; i < std::min(end, o.next_new); ++i) {
+    for (std::uint32_t i = o.base; i < o.next_new; ++i) {
       if (!bit(o.acked, i)) {
         s.next_due_ms = std::min(s.next_due_ms, o.sent_ms[i] + resend);
       }
@@ -305,6 +317,7 @@ inline Handled HostCore::Impl::handle_block_slice(Peer& p, const Command& cmd, A
               cmd.payload.data() + kBlockSliceHeader, r.remaining());
   set_bit(in->have, index);
   ++in->received;
+  in->newest = std::max(in->newest, index);
   while (in->base < in->count && bit(in->have, in->base)) ++in->base;
   in->ack_owed = s.acks_owed = true;
   mark_dirty(p);
@@ -340,43 +353,55 @@ inline Handled HostCore::Impl::handle_block_ack(Peer& p, const Command& cmd, Arr
     counters.drops.add(Drop::unexpected_ack);
     return Handled::ok;
   }
-  if (base > o->count) return refuse(Drop::block_malformed);
-  // The newest send among the slices this ack is the first to name, if sent once (Karn).
-  // And the newest send among all it names, for fast resend.
-  std::uint64_t newest_sent = 0, newest_any = 0;
+  std::uint32_t field = 0;
+  r.read_u32(field);
+  if (base > o->count || (base < o->count && field <= base)) {
+    return refuse(Drop::block_malformed);
+  }
+  // The newest send among the slices it names, and whether this ack is the first to name that
+  // one and it went once (Karn): then now minus its send is a round trip.
+  std::uint64_t newest_any = 0;
+  bool newest_fresh = false;
   auto take = [&](std::uint32_t i) {
-    if (o->sent_ms[i] != kNever && o->sent_ms[i] != kResendNow) {
-      newest_any = std::max(newest_any, o->sent_ms[i]);
-    }
-    if (bit(o->acked, i)) return;
+    const bool fresh = !bit(o->acked, i) && !bit(o->resent, i);
     set_bit(o->acked, i);
-    if (o->sent_ms[i] != kNever && !bit(o->resent, i)) {
-      newest_sent = std::max(newest_sent, o->sent_ms[i]);
+    const std::uint64_t sent = o->sent_ms[i];
+    if (sent != kNever && sent != kResendNow && sent > newest_any) {
+      newest_any = sent;
+      newest_fresh = fresh;
     }
   };
   for (std::uint32_t i = o->base; i < base; ++i) take(i);
-  for (std::uint32_t word = 0; word < kBlockAckSpan / 32; ++word) {
-    std::uint32_t bits = 0;
-    r.read_u32(bits);
+  std::array<std::uint32_t, kBlockAckSpan / 32> words{};
+  for (std::uint32_t word = 0; word < words.size(); ++word) {
+    r.read_u32(words[word]);
+    std::uint32_t bits = words[word];
     for (std::uint32_t j = 0; bits != 0 && j < 32; ++j, bits >>= 1) {
-      const std::uint64_t i = std::uint64_t{base} + 1 + word * 32 + j;
+      const std::uint64_t i = std::uint64_t{field} + word * 32 + j;
       if ((bits & 1) != 0 && i < o->count) take(static_cast<std::uint32_t>(i));
     }
   }
   BlockState& s = *p.extra->blocks;
-  // Fast resend: a slice sent well before one this ack names (a quarter of the round trip,
-  // at least 2 ms: reordering margin) was lost; it goes again without waiting for its timeout.
-  if (newest_any != 0) {
+  // Fast resend: a slice this ack says is missing (the base, or a clear bit of its field) and
+  // that went well before the newest one it names (a quarter of the round trip, at least 2 ms:
+  // reordering margin) was lost; it goes again without waiting for its timeout.
+  if (newest_any != 0 && base < o->count) {
     const std::uint32_t rtt = s.srtt_ms != 0 ? s.srtt_ms : p.rtt;
     const std::uint64_t margin = std::max<std::uint32_t>(rtt / 4, 2);
-    const std::uint32_t reportable =
-        std::min<std::uint64_t>(o->next_new, std::uint64_t{base} + 1 + kBlockAckSpan);
-    for (std::uint32_t i = std::max(o->base, base); i < reportable; ++i) {
-      if (!bit(o->acked, i) && o->sent_ms[i] != kResendNow && o->sent_ms[i] + margin < newest_any) {
+    auto lost = [&](std::uint32_t i) {
+      if (i < o->next_new && !bit(o->acked, i) && o->sent_ms[i] != kResendNow &&
+          o->sent_ms[i] + margin < newest_any) {
         o->sent_ms[i] = kResendNow;
       }
+    };
+    lost(base);
+    const std::uint32_t field_end =
+        std::min<std::uint64_t>(o->next_new, std::uint64_t{field} + kBlockAckSpan);
+    for (std::uint32_t i = field; i < field_end; ++i) {
+      if ((words[(i - field) / 32] >> ((i - field) % 32) & 1) == 0) lost(i);
     }
   }
+  const std::uint64_t newest_sent = newest_fresh ? newest_any : 0;
   if (newest_sent != 0 && now_ms >= newest_sent) {
     // RFC 6298's smoothing, in whole milliseconds.
     const auto sample =

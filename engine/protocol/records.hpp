@@ -267,12 +267,14 @@ struct InBlock {
   std::uint32_t total = 0;
   std::uint32_t count = 0;
   std::uint32_t received = 0;
-  std::uint32_t base = 0;  // every slice below it arrived
+  std::uint32_t base = 0;    // every slice below it arrived
+  std::uint32_t newest = 0;  // the highest slice index received
   std::uint16_t id = 0;
   std::uint16_t slice_size = 0;
   std::uint8_t channel = 0;
   bool done = false;
   bool ack_owed = false;
+  bool newest_field = false;  // the last ack's field ended at `newest` (they alternate)
 };
 
 struct BlockState {
