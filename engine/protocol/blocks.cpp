@@ -3,10 +3,10 @@
 // cut into slices sized to the MTU, each sent as a tern_ext block_slice (not acknowledged
 // through ENet's acks); the receiver answers block_ack with the first slice it lacks and a
 // 256-bit field (after it, or ending at the newest slice received: they alternate), and the
-// sender resends what stays unacknowledged
-// for a retransmission timeout (or at once when later acks overtook it), paced to
-// block_rate(). One block in flight per channel each way; to a peer that did not agree a block
-// goes as a reliable message. Part of host_core.cpp's translation unit (see README.md).
+// sender resends what stays unacknowledged for a retransmission timeout (or at once when later
+// acks overtook it), paced to block_rate(). One block in flight per channel each way; to a
+// peer that did not agree a block goes as a reliable message. Part of host_core.cpp's
+// translation unit (see README.md).
 #include "core_impl.hpp"
 
 namespace tern::proto {
