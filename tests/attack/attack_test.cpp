@@ -781,6 +781,26 @@ TEST_F(Attack, ForgedBlockSlicesAndAcks) {
                   .command(ext_command(proto::TernExtKind::block_ack, 1, ack.size()), ack)
                   .bytes(),
               "ack of no block", tern_attacker.address);
+  // An ack of the server's own block: a field start not above the base, and a base past the
+  // count, are malformed.
+  // Large enough to be still in flight through both (about 120 ms at this RTT).
+  ASSERT_EQ(server_->core->send_block(conn->server, 1, Packet::copy_of(evil(4 * kMiB))),
+            SendResult::ok);
+  auto block_ack = [&](std::uint32_t base, std::uint32_t field) {
+    std::vector<std::byte> a(proto::kBlockAckData);
+    proto::Writer w(a);
+    w.u16(0);  // the server's first block on this connection
+    w.u16(0);
+    w.u32(base);
+    w.u32(field);
+    return Datagram(header_of(*tern_header))
+        .command(ext_command(proto::TernExtKind::block_ack, 1, a.size()), a)
+        .bytes();
+  };
+  expect_drop(Drop::block_malformed, block_ack(1, 1), "field start at the base",
+              tern_attacker.address);
+  expect_drop(Drop::block_malformed, block_ack(0xFFFFFF00u, 0xFFFFFF01u), "base past the count",
+              tern_attacker.address);
   ack.resize(12);
   expect_drop(Drop::block_malformed,
               Datagram(header_of(*tern_header))
