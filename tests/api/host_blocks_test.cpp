@@ -252,8 +252,9 @@ TEST_F(Blocks, GameMessageLatencyWhileABlockIsInFlight) {
               block_was_in_flight ? " (still in flight at the end)" : "");
   ASSERT_FALSE(quiet.empty());
   ASSERT_FALSE(busy.empty());
-  // One retransmission's worth of slack (the loss draws differ between the two runs).
-  EXPECT_LE(p99(busy), p99(quiet) + 60'000);
+  // One retransmission's worth of slack (the loss draws differ between the two runs: a game
+  // message lost once arrives about 62 ms late here, RTT plus the timeout's margin).
+  EXPECT_LE(p99(busy), p99(quiet) + 75'000);
   ASSERT_TRUE(run_until([&] { return !receives(p.server_events, 1).empty(); }, 60'000'000));
 }
 
