@@ -1,15 +1,23 @@
 // tern-loss-peer: the Tern side of perf/loss_compare, on tern::Host (a kernel UDP socket).
 //
 //   tern-loss-peer recv --listen HOST:PORT [--extensions LIST] [--timeout S]
-//   tern-loss-peer send --connect HOST:PORT --workload game|bulk [--hz N] [--duration S]
-//                       [--size B] [--bytes N] [--channels N] [--extensions LIST] [--timeout S]
+//   tern-loss-peer send --connect HOST:PORT --workload game|bulk|block [--hz N] [--duration S]
+//                       [--size B] [--bytes N] [--channels N] [--block-bytes N]
+//                       [--extensions LIST] [--timeout S]
+//
+// block: one message of --bytes bytes (header first) sent with Host::send_block on channel 0:
+// paced slices to a peer that agreed to blocks (extension "blocks"), else a reliable message
+// in ENet fragments; its latency is the transfer time. game with --block-bytes N: the game
+// stream, and on one more channel a block of N bytes kept in flight all through the timed
+// part (the next sent as soon as the last is acknowledged; warm-up kind, so not timed).
 //
 // --extensions: "none" (plain ENet behaviour), "all", or a comma list of sacks (selective
 // acks), fastrx (fast retransmit), cwnd (congestion window), nothrottle (ENet's throttle does
 // not scale the reliable window), nodelay (KCP's: x1.5 backoff, resend after two later acks,
 // no throttle on the reliable window), redundancy (copies of what is unacknowledged and
-// repeated ack ranges while loss is measured, within a 30% byte budget). Both sides take the
-// same list; sacks, nodelay and redundancy show on the wire (in the hello).
+// repeated ack ranges while loss is measured, within a 30% byte budget), blocks (large blocks
+// as paced slices). Both sides take the same list; sacks, nodelay, redundancy and blocks show
+// on the wire (in the hello). "all" is every one of them.
 //
 // Messages (warm-up ones too), the receiver's JSON report and the ending are those of
 // perf/reference/enet_loss_peer.c, whose header describes them, so that the three stacks are
@@ -41,11 +49,11 @@ constexpr unsigned kMaxChannels = 255;
 
 constexpr const char* kUsage =
     "usage: tern-loss-peer recv --listen HOST:PORT [--extensions LIST] [--timeout S]\n"
-    "       tern-loss-peer send --connect HOST:PORT --workload game|bulk [--hz N]\n"
+    "       tern-loss-peer send --connect HOST:PORT --workload game|bulk|block [--hz N]\n"
     "                           [--duration S] [--warmup S] [--size B] [--bytes N] [--channels N]\n"
-    "                           [--extensions LIST] [--timeout S]\n"
+    "                           [--block-bytes N] [--extensions LIST] [--timeout S]\n"
     "  LIST: none, all, or a comma list of sacks, fastrx, cwnd, nothrottle, nodelay,\n"
-    "        redundancy\n";
+    "        redundancy, blocks\n";
 
 // CLOCK_MONOTONIC as the other peers stamp: one machine, so now minus the stamp is one-way.
 std::uint64_t now_ns() {
@@ -69,6 +77,8 @@ struct Options {
   bool send = false;
   std::string address;
   bool bulk = false;
+  bool block = false;
+  unsigned long block_bytes = 0;  // game: a block kept in flight on one more channel
   double hz = 60, duration = 10, warmup = 1, timeout = 120;
   unsigned long size = 64, total = 4ul << 20, channels = 2;
   std::string extensions = "all";
@@ -77,10 +87,12 @@ struct Options {
 bool parse_extensions(const std::string& list, tern::HostOptions& h) {
   h.selective_acks = h.fast_retransmit = h.congestion_window = h.nodelay = h.redundancy = false;
   h.delivery_modes = false;  // not used here: no hello unless an extension asks for one
+  h.blocks = false;
   h.throttle_reliable_window = true;
   if (list == "none") return true;
   if (list == "all") {
     h.selective_acks = h.fast_retransmit = h.congestion_window = h.nodelay = h.redundancy = true;
+    h.blocks = true;
     return true;
   }
   std::string_view rest = list;
@@ -100,6 +112,8 @@ bool parse_extensions(const std::string& list, tern::HostOptions& h) {
       h.nodelay = true;
     } else if (item == "redundancy") {
       h.redundancy = true;
+    } else if (item == "blocks") {
+      h.blocks = true;
     } else {
       return false;
     }
@@ -121,8 +135,11 @@ bool parse(int argc, char** argv, Options& o) {
     if (k == "--listen" || k == "--connect") {
       o.address = v;
     } else if (k == "--workload") {
-      if (std::strcmp(v, "game") != 0 && std::strcmp(v, "bulk") != 0) return false;
+      if (std::strcmp(v, "game") != 0 && std::strcmp(v, "bulk") != 0 &&
+          std::strcmp(v, "block") != 0)
+        return false;
       o.bulk = std::strcmp(v, "bulk") == 0;
+      o.block = std::strcmp(v, "block") == 0;
     } else if (k == "--extensions") {
       o.extensions = v;
     } else if (k == "--warmup") {
@@ -132,17 +149,22 @@ bool parse(int argc, char** argv, Options& o) {
       double d = std::strtod(v, &end);
       if (end == v || *end != '\0' || !(d > 0)) return false;
       (k == "--hz" ? o.hz : k == "--duration" ? o.duration : o.timeout) = d;
-    } else if (k == "--size" || k == "--bytes" || k == "--channels") {
+    } else if (k == "--size" || k == "--bytes" || k == "--channels" || k == "--block-bytes") {
       errno = 0;
       unsigned long n = std::strtoul(v, &end, 10);
       if (errno != 0 || end == v || *end != '\0') return false;
-      (k == "--size" ? o.size : k == "--bytes" ? o.total : o.channels) = n;
+      (k == "--size"       ? o.size
+       : k == "--bytes"    ? o.total
+       : k == "--channels" ? o.channels
+                           : o.block_bytes) = n;
     } else {
       return false;
     }
   }
   return !o.address.empty() && o.size >= kHeaderBytes && o.size <= 65535 && o.channels >= 1 &&
-         o.channels <= kMaxChannels;
+         o.channels + (o.block_bytes != 0 ? 1 : 0) <= kMaxChannels &&
+         (!o.block || o.total >= kHeaderBytes) &&
+         (o.block_bytes == 0 || o.block_bytes >= kHeaderBytes);
 }
 
 int run_recv(const Options& o, const tern::HostOptions& ho) {
@@ -252,7 +274,10 @@ int run_send(const Options& o, const tern::HostOptions& ho) {
     std::fprintf(stderr, "tern-loss-peer: %s\n", error.c_str());
     return 1;
   }
-  tern::PeerHandle peer = host->connect(*to, o.channels);
+  // game with --block-bytes: the block on a channel of its own, after the game's.
+  const unsigned long block_channel = o.channels;
+  const unsigned long nch = o.channels + (o.block_bytes != 0 ? 1 : 0);
+  tern::PeerHandle peer = host->connect(*to, nch);
   tern::Event ev;
   const std::uint64_t deadline = now_ns() + static_cast<std::uint64_t>(o.timeout * 1e9);
   bool connected = false;
@@ -273,7 +298,7 @@ int run_send(const Options& o, const tern::HostOptions& ho) {
     msg[5] = static_cast<std::byte>(kind);
     put_le(msg.data() + 6, o.size, 2);
     put_le(msg.data() + 8, now_ns(), 8);
-    msg[16] = static_cast<std::byte>(o.channels);
+    msg[16] = static_cast<std::byte>(nch);
     auto r = host->send(peer, static_cast<std::uint8_t>(ch), tern::Delivery::reliable,
                         std::span<const std::byte>(msg));
     if (r != tern::SendResult::ok) {
@@ -290,7 +315,36 @@ int run_send(const Options& o, const tern::HostOptions& ho) {
         gone = true;
     }
   };
-  if (o.bulk) {
+  // A block: the same header, then zeros; sent with send_block on `ch`.
+  auto send_block = [&](unsigned long ch, std::uint8_t kind, unsigned long bytes) {
+    std::vector<std::byte> block(bytes);
+    put_le(block.data(), seqs[ch], 4);
+    block[4] = static_cast<std::byte>(ch);
+    block[5] = static_cast<std::byte>(kind);
+    put_le(block.data() + 6, 0, 2);
+    put_le(block.data() + 8, now_ns(), 8);
+    block[16] = static_cast<std::byte>(nch);
+    auto r = host->send_block(peer, static_cast<std::uint8_t>(ch),
+                              tern::Packet::copy_of(std::span<const std::byte>(block)));
+    if (r != tern::SendResult::ok) {
+      std::fprintf(stderr, "tern-loss-peer: send_block: %s\n", tern::to_string(r));
+      std::exit(1);
+    }
+    ++seqs[ch];
+    host->flush();
+  };
+  // Its end message must not overtake it: blocks have no place in the channel's sequence.
+  auto wait_block = [&](unsigned long ch) {
+    while (!gone && host->block_in_flight(peer, static_cast<std::uint8_t>(ch)) &&
+           now_ns() < deadline) {
+      if (host->service(ev, std::chrono::milliseconds(1)) && ev.type == tern::EventType::disconnect)
+        gone = true;
+    }
+  };
+  if (o.block) {
+    send_block(0, kKindData, o.total);
+    wait_block(0);
+  } else if (o.bulk) {
     for (unsigned long sent = 0; sent < o.total; sent += o.size) {
       const unsigned long ch = (sent / o.size) % o.channels;
       send(ch, kKindData);
@@ -309,9 +363,14 @@ int run_send(const Options& o, const tern::HostOptions& ho) {
         ++seqs[ch];
       }
       host->flush();
+      if (o.block_bytes != 0 && t >= warm &&
+          !host->block_in_flight(peer, static_cast<std::uint8_t>(block_channel))) {
+        send_block(block_channel, kKindWarmup, o.block_bytes);
+      }
     }
+    if (o.block_bytes != 0) wait_block(block_channel);
   }
-  for (unsigned long ch = 0; ch < o.channels; ++ch) send(ch, kKindEnd);
+  for (unsigned long ch = 0; ch < nch; ++ch) send(ch, kKindEnd);
   host->flush();
   service_until(deadline);
   if (!gone) {

@@ -61,6 +61,7 @@ int to_c(tern::SendResult r) {
     case tern::SendResult::too_large: return TERN_ERROR_TOO_LARGE;
     case tern::SendResult::queue_full: return TERN_ERROR_QUEUE_FULL;
     case tern::SendResult::not_reliable: return TERN_ERROR_INVALID_ARGUMENT;
+    case tern::SendResult::block_busy: return TERN_ERROR_BLOCK_BUSY;
   }
   return TERN_ERROR;
 }
@@ -277,7 +278,16 @@ void tern_host_flush(tern_host* host) {
 
 int tern_peer_send(tern_host* host, tern_peer peer, uint8_t channel, const void* data,
                    size_t length, uint32_t flags) {
+  return tern_peer_send_priority(host, peer, channel, data, length, flags, TERN_PRIORITY_MEDIUM);
+}
+
+int tern_peer_send_priority(tern_host* host, tern_peer peer, uint8_t channel, const void* data,
+                            size_t length, uint32_t flags, tern_priority priority) {
   if (host == nullptr) return TERN_ERROR_INVALID_ARGUMENT;
+  if (priority < TERN_PRIORITY_IMMEDIATE || priority > TERN_PRIORITY_LOW) {
+    set_error(host, "send: unknown priority");
+    return TERN_ERROR_INVALID_ARGUMENT;
+  }
   constexpr uint32_t known =
       TERN_SEND_RELIABLE | TERN_SEND_UNSEQUENCED | TERN_SEND_UNRELIABLE_FRAGMENT;
   if ((flags & ~known) != 0 ||
@@ -292,9 +302,12 @@ int tern_peer_send(tern_host* host, tern_peer peer, uint8_t channel, const void*
                                       ? tern::Delivery::unsequenced
                                       : tern::Delivery::unreliable;
   try {
-    const int r = to_c(
-        host->host->send(to_cpp(peer), channel, delivery,
-                         std::span<const std::byte>(static_cast<const std::byte*>(data), length)));
+    const std::span<const std::byte> bytes(static_cast<const std::byte*>(data), length);
+    const int r =
+        to_c(priority == TERN_PRIORITY_MEDIUM
+                 ? host->host->send(to_cpp(peer), channel, delivery, bytes)
+                 : host->host->send(to_cpp(peer), channel, delivery, tern::Packet::copy_of(bytes),
+                                    static_cast<tern::Priority>(priority)));
     if (r != TERN_OK) set_error(host, "send: refused (see the result)");
     return r;
   } catch (const std::bad_alloc&) {
@@ -324,6 +337,29 @@ int tern_peer_send_with_receipt(tern_host* host, tern_peer peer, uint8_t channel
     set_error(host, "send_with_receipt: failed");
     return TERN_ERROR;
   }
+}
+
+int tern_peer_send_block(tern_host* host, tern_peer peer, uint8_t channel, const void* data,
+                         size_t length) {
+  if (host == nullptr || (data == nullptr && length != 0)) return TERN_ERROR_INVALID_ARGUMENT;
+  try {
+    const int r = to_c(host->host->send_block(to_cpp(peer), channel,
+                                              tern::Packet::copy_of(std::span<const std::byte>(
+                                                  static_cast<const std::byte*>(data), length))));
+    if (r != TERN_OK) set_error(host, "send_block: refused (see the result)");
+    return r;
+  } catch (const std::bad_alloc&) {
+    set_error(host, "send_block: out of memory");
+    return TERN_ERROR_NO_MEMORY;
+  } catch (...) {
+    set_error(host, "send_block: failed");
+    return TERN_ERROR;
+  }
+}
+
+int tern_peer_block_in_flight(tern_host* host, tern_peer peer, uint8_t channel) {
+  if (host == nullptr) return 0;
+  return host->host->block_in_flight(to_cpp(peer), channel) ? 1 : 0;
 }
 
 void tern_peer_disconnect(tern_host* host, tern_peer peer, uint32_t user_data) {

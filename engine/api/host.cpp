@@ -57,6 +57,9 @@ proto::HostConfig to_config(const HostOptions& o, std::uint64_t seed) {
   c.redundancy_max_k = o.redundancy_max_k;
   c.redundancy_budget_percent = o.redundancy_budget_percent;
   c.redundancy_ack_repeats = o.redundancy_ack_repeats;
+  c.blocks = o.blocks;
+  c.max_block_size = o.max_block_size;
+  c.block_rate = o.block_rate;
   c.verify_before_peer = o.verify_before_peer;
   c.half_open_capacity = o.half_open_capacity;
   c.half_open_timeout_ms = o.half_open_timeout_ms;
@@ -248,9 +251,29 @@ SendResult Host::send(PeerHandle peer, std::uint8_t channel, Delivery delivery,
 }
 
 SendResult Host::send_with_receipt(PeerHandle peer, std::uint8_t channel, Delivery delivery,
-                                   Packet payload, std::uint32_t receipt) {
+                                   Packet payload, std::uint32_t receipt, Priority priority) {
   if (impl_->kcp_) return SendResult::not_reliable;
-  return impl_->core_.send_with_receipt(peer, channel, delivery, std::move(payload), receipt);
+  const SendResult r = impl_->core_.send_with_receipt(peer, channel, delivery, std::move(payload),
+                                                      receipt, priority);
+  if (r == SendResult::ok && priority == Priority::immediate) impl_->pump_transmit();
+  return r;
+}
+
+SendResult Host::send(PeerHandle peer, std::uint8_t channel, Delivery delivery, Packet payload,
+                      Priority priority) {
+  if (impl_->kcp_) return impl_->kcp_->send(peer, payload.bytes());
+  const SendResult r = impl_->core_.send(peer, channel, delivery, std::move(payload), priority);
+  if (r == SendResult::ok && priority == Priority::immediate) impl_->pump_transmit();
+  return r;
+}
+
+SendResult Host::send_block(PeerHandle peer, std::uint8_t channel, Packet block) {
+  if (impl_->kcp_) return impl_->kcp_->send(peer, block.bytes());
+  return impl_->core_.send_block(peer, channel, std::move(block));
+}
+
+bool Host::block_in_flight(PeerHandle peer, std::uint8_t channel) const {
+  return !impl_->kcp_ && impl_->core_.block_in_flight(peer, channel);
 }
 
 void Host::disconnect(PeerHandle peer, std::uint32_t data) {
@@ -351,6 +374,10 @@ HostStats Host::stats() const {
   s.datagrams_out = c.datagrams_out;
   s.bytes_out = c.bytes_out;
   s.messages_in = c.messages_in;
+  s.blocks_sent = c.blocks_sent;
+  s.blocks_received = c.blocks_received;
+  s.block_slices_sent = c.block_slices_sent;
+  s.block_slices_resent = c.block_slices_resent;
   s.messages_out = c.messages_out;
   s.connects = c.connects;
   s.disconnects = c.disconnects;

@@ -108,6 +108,7 @@ const char* to_string(SendResult r) {
     case SendResult::too_large: return "too_large";
     case SendResult::queue_full: return "queue_full";
     case SendResult::not_reliable: return "not_reliable";
+    case SendResult::block_busy: return "block_busy";
   }
   return "unknown";
 }

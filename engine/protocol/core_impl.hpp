@@ -93,6 +93,9 @@ struct HostCore::Impl {
   };
   enum class Wrote { sent, blocked, full, dropped };
   std::size_t dirty_cursor = 0;  // flush() resumes its walk of `dirty` here
+  // What queue_outgoing gives the commands of the message send() is queueing.
+  Priority sending_priority = Priority::medium;
+  bool sending_with_receipt = false;
 
   // The address table's hash is keyed: sources are chosen by whoever sends to us.
   explicit Impl(const HostConfig& cfg)
@@ -419,6 +422,13 @@ struct HostCore::Impl {
   SendResult send(Peer& p, std::uint8_t channel_id, Delivery delivery, Packet payload);
   SendResult send_with_receipt(PeerHandle h, std::uint8_t channel_id, Delivery delivery,
                                Packet payload, std::uint32_t receipt);
+  SendResult send_at(PeerHandle h, std::uint8_t channel_id, Delivery delivery, Packet payload,
+                     Priority priority, const std::uint32_t* receipt);
+  static bool order_before(std::uint32_t a, std::uint32_t b) {
+    return static_cast<std::int32_t>(a - b) < 0;
+  }
+  void schedule_outgoing(PeerQueues& q, OutCmd* oc);
+  static std::uint32_t low_priority_window(const Peer& p, std::uint32_t window);
   void receipt_acked(Peer& p, const OutCmd& c);
 
   // ---- datagram_builder.cpp: one datagram for a peer: acks, reliable and unreliable commands
@@ -492,6 +502,8 @@ struct HostCore::Impl {
   void on_retransmission_timeouts(const Peer& p, PeerQueues& q, std::uint64_t first_sent_ms);
   std::uint32_t extension_send_window(const PeerQueues& q) const;
   void extension_extras(Peer& p, Build& b);
+  void extension_commands(Peer& p, Build& b);
+  std::uint64_t extension_deadline(const Peer& p) const;
   void on_range_written(Peer& p, const PendingAck& a);
   bool fold_behind_range(const Peer& p, AckChunk& chunk, const Command& cmd,
                          std::uint16_t sent_time);
@@ -542,6 +554,23 @@ struct HostCore::Impl {
                                     std::uint16_t& credit_left);
   static bool redundancy_fold_behind(const Peer& p, AckChunk& chunk, const Command& cmd,
                                      std::uint16_t sent_time);
+
+  // ---- blocks.cpp: extension: large blocks as paced slices with a slice-ack bitfield -------
+  std::uint32_t blocks_offered() const;
+  std::uint32_t blocks_agreed(const Peer& p) const;
+  void blocks_on_agreed(Peer& p, std::uint32_t agreed);
+  BlockState& block_state(Peer& p);
+  static OutBlock* block_out(const Peer& p, std::uint8_t channel);
+  SendResult send_block(PeerHandle h, std::uint8_t channel, Packet block);
+  std::uint64_t block_rate(const Peer& p, const OutBlock& o) const;
+  std::uint64_t block_resend_ms(const Peer& p) const;
+  bool next_slice(const Peer& p, OutBlock& o, std::uint32_t& index);
+  void write_block_ack(Build& b, InBlock& in);
+  void blocks_write(Peer& p, Build& b);
+  std::uint64_t blocks_deadline(const Peer& p) const;
+  Handled handle_block_slice(Peer& p, const Command& cmd, Arrival& arrival);
+  Handled handle_block_ack(Peer& p, const Command& cmd, Arrival& arrival);
+  void blocks_release(Peer& p);
 
   // ---- congestion_window.cpp: extension: after a stall, one MTU in transit, regrown --------
   void congestion_window_on_timeouts(const Peer& p, PeerQueues& q, std::uint64_t first_sent_ms);

@@ -83,8 +83,10 @@ inline HostCore::Impl::Wrote HostCore::Impl::write_reliable_one(Peer& p, Build& 
     const std::uint32_t throttled = config.throttle_reliable_window && !config.nodelay
                                         ? (p.packet_throttle * p.window_size) / kPacketThrottleScale
                                         : p.window_size;
-    const std::uint32_t window = std::min(throttled, extension_send_window(q));
-    if (q.reliable_data_in_transit + c->fragment_length > std::max<std::uint32_t>(window, p.mtu)) {
+    std::uint32_t window =
+        std::max<std::uint32_t>(std::min(throttled, extension_send_window(q)), p.mtu);
+    if (c->priority == Priority::low) window = low_priority_window(p, window);
+    if (q.reliable_data_in_transit + c->fragment_length > window) {
       return Wrote::blocked;
     }
   }
@@ -95,6 +97,7 @@ inline HostCore::Impl::Wrote HostCore::Impl::write_reliable_one(Peer& p, Build& 
     ch->out_reliable_sent = c->reliable_seq;
   }
   if (c->send_attempts == 0) {
+    if (order_before(q.order_floor, c->queue_order)) q.order_floor = c->queue_order;
     track_unacked(p, c);
   } else {
     // Counted when it goes out again, not when its timeout passes: with the congestion
@@ -139,9 +142,19 @@ inline HostCore::Impl::Wrote HostCore::Impl::write_unreliable_one(Peer& p, Build
   }
   if (room(b) < c->wire_size()) return Wrote::full;
   q.outgoing_unreliable.remove(c);
+  if (order_before(q.order_floor, c->queue_order)) q.order_floor = c->queue_order;
   put_queued(b, *c);
   if (!keep_unreliable_copy(p, q, c)) put_out(q, c);
   return Wrote::sent;
+}
+
+// Priorities: a low-priority (bulk) command leaves two MTUs of the reliable window to the
+// other levels, so a message of a higher one queued behind a full window of bulk goes out in
+// the next datagram instead of waiting for acknowledgements. Never below one MTU, so bulk
+// still moves when the window is that small (the others then share it with it).
+inline std::uint32_t HostCore::Impl::low_priority_window(const Peer& p, std::uint32_t window) {
+  const std::uint32_t reserve = 2 * std::uint32_t{p.mtu};
+  return window > reserve + p.mtu ? window - reserve : p.mtu;
 }
 
 // An unreliable message sequenced behind a reliable one that has not been transmitted yet
@@ -167,7 +180,7 @@ inline void HostCore::Impl::write_commands(Peer& p, Build& b) {
     if (u != nullptr && reliable_blocked && waits_for_reliable(p, u)) u = nullptr;
     if (r == nullptr && u == nullptr) return;
     Wrote w;
-    if (r != nullptr && (u == nullptr || r->queue_order < u->queue_order)) {
+    if (r != nullptr && (u == nullptr || order_before(r->queue_order, u->queue_order))) {
       w = write_reliable_one(p, b, r);
       if (w == Wrote::blocked) reliable_blocked = true;
     } else {
@@ -191,6 +204,9 @@ inline bool HostCore::Impl::build_datagram(Peer& p, OutDatagram& dg, bool& more)
   if (p.state == PeerState::disconnect_later && !p.has_outgoing()) {
     start_disconnect(p, p.event_data);
     write_commands(p, b);
+  }
+  if (p.state == PeerState::connected || p.state == PeerState::disconnect_later) {
+    extension_commands(p, b);
   }
   if (b.commands == 0) return false;
   extension_extras(p, b);

@@ -12,7 +12,7 @@ namespace tern::proto {
 // What a connecting hello offers.
 inline std::uint32_t HostCore::Impl::local_features() const {
   return selective_acks_offered() | nodelay_offered() | delivery_modes_offered() |
-         redundancy_offered();
+         redundancy_offered() | blocks_offered();
 }
 
 // What a hello may name that we take up: what we offer, and what we honour for the other side
@@ -24,14 +24,14 @@ inline std::uint32_t HostCore::Impl::understood_features() const {
 // The features a hello's answer names for this connection (the server's VERIFY side).
 inline std::uint32_t HostCore::Impl::agreed_features(const Peer& p) const {
   return selective_acks_agreed(p) | nodelay_agreed(p) | delivery_modes_agreed(p) |
-         redundancy_agreed(p);
+         redundancy_agreed(p) | blocks_agreed(p);
 }
 
 // What agreed_features names for a connection once on_features_agreed took `agreed`, without a
 // peer to set: the half-open handshake answers before there is one, and agreeing has effects
 // (redundancy takes a PeerExtra block) that a stand-in peer would leak once per CONNECT.
 inline std::uint32_t HostCore::Impl::answer_features(std::uint32_t agreed) const {
-  std::uint32_t out = agreed & (kFeatureSelectiveAcks | kFeatureDeliveryModes);
+  std::uint32_t out = agreed & (kFeatureSelectiveAcks | kFeatureDeliveryModes | kFeatureBlocks);
   if ((agreed & kFeatureNodelay) != 0 || config.nodelay) out |= kFeatureNodelay;
   if (config.redundancy && (agreed & kFeatureRedundancy) != 0) out |= kFeatureRedundancy;
   return out;
@@ -42,6 +42,7 @@ inline void HostCore::Impl::on_features_agreed(Peer& p, std::uint32_t agreed) {
   nodelay_on_agreed(p, agreed);
   delivery_modes_on_agreed(p, agreed);
   redundancy_on_agreed(p, agreed);
+  blocks_on_agreed(p, agreed);
 }
 
 // ---- commands: the extensions' rules in the command table (command_table.cpp) -------------
@@ -66,6 +67,8 @@ inline Handled HostCore::Impl::handle_tern_ext(Peer& p, const Command& cmd, Arri
     return Handled::stop;
   }
   switch (static_cast<TernExtKind>(cmd.ext.kind)) {
+    case TernExtKind::block_slice: return handle_block_slice(p, cmd, arrival);
+    case TernExtKind::block_ack: return handle_block_ack(p, cmd, arrival);
     default: arrival.why = Drop::unknown_ext_kind; return Handled::stop;
   }
 }
@@ -100,6 +103,15 @@ inline std::uint32_t HostCore::Impl::extension_send_window(const PeerQueues& q) 
 // The datagram's own commands are written and it is not empty: what the extensions add to
 // it (before the hello, which goes last).
 inline void HostCore::Impl::extension_extras(Peer& p, Build& b) { redundancy_extras(p, b); }
+
+// The datagram's own commands are written: what extensions send on their own (it may be all
+// the datagram carries). They set b.more when they have more ready than fits.
+inline void HostCore::Impl::extension_commands(Peer& p, Build& b) { blocks_write(p, b); }
+
+// When an extension next has something to send for the peer (kNever: nothing).
+inline std::uint64_t HostCore::Impl::extension_deadline(const Peer& p) const {
+  return blocks_deadline(p);
+}
 
 // ---- acknowledgements owed (ack_ledger.cpp) -----------------------------------------------
 

@@ -8,6 +8,7 @@
 
 // The modules, one translation unit (README.md, "Layout").
 #include "ack_ledger.cpp"
+#include "blocks.cpp"
 #include "command_table.cpp"
 #include "congestion_window.cpp"
 #include "datagram_builder.cpp"
@@ -266,6 +267,25 @@ SendResult HostCore::send_with_receipt(PeerHandle peer, std::uint8_t channel, De
   return impl_->send_with_receipt(peer, channel, delivery, std::move(payload), receipt);
 }
 
+SendResult HostCore::send(PeerHandle peer, std::uint8_t channel, Delivery delivery, Packet payload,
+                          Priority priority) {
+  return impl_->send_at(peer, channel, delivery, std::move(payload), priority, nullptr);
+}
+
+SendResult HostCore::send_with_receipt(PeerHandle peer, std::uint8_t channel, Delivery delivery,
+                                       Packet payload, std::uint32_t receipt, Priority priority) {
+  return impl_->send_at(peer, channel, delivery, std::move(payload), priority, &receipt);
+}
+
+SendResult HostCore::send_block(PeerHandle peer, std::uint8_t channel, Packet block) {
+  return impl_->send_block(peer, channel, std::move(block));
+}
+
+bool HostCore::block_in_flight(PeerHandle peer, std::uint8_t channel) const {
+  const Peer* p = impl_->find(peer);
+  return p != nullptr && Impl::block_out(*p, channel) != nullptr;
+}
+
 SendResult HostCore::send(PeerHandle peer, std::uint8_t channel, Delivery delivery,
                           std::span<const std::byte> payload) {
   Peer* p = impl_->find(peer);
@@ -435,6 +455,7 @@ bool HostCore::peer_stats(PeerHandle peer, PeerStats& out) const {
   out.window_size = p->window_size;
   out.channel_count = p->channel_count;
   out.selective_acks = p->selective_acks;
+  out.blocks = p->blocks;
   out.nodelay = p->nodelay_agreed;
   out.delivery_modes = p->delivery_modes;
   out.redundancy = p->redundancy;

@@ -146,6 +146,16 @@ struct HostConfig {
   std::uint32_t redundancy_max_k = 3;            // at most 8 are used
   std::uint32_t redundancy_budget_percent = 30;  // at most 100 is used
   std::uint32_t redundancy_ack_repeats = 2;
+  // Large blocks (send_block; WIRE.md, "Large blocks"), offered in the hello. Between Tern
+  // peers that agreed, a block goes as slices sized to the MTU, paced, acknowledged by a
+  // 256-slice bitfield and resent until all arrived; one block in flight per channel each way.
+  // A receiver holds at most max_block_size bytes of blocks in progress per peer (a slice
+  // naming a larger block, or one past it, is dropped), each buffer taken when the block's
+  // first slice arrives. block_rate: the sender's pace in bytes/s (0: 256 slices per round
+  // trip, what the ack bitfield covers).
+  bool blocks = true;
+  std::uint32_t max_block_size = 64u << 20;
+  std::uint32_t block_rate = 0;
   // Defaults for new connections (ENet's names and values).
   std::uint32_t ping_interval_ms = kPingInterval;
   std::uint32_t timeout_limit = kTimeoutLimit;
@@ -202,7 +212,14 @@ struct HostCounters {
   std::uint64_t redundant_unreliable_sent = 0;  // of which unreliable or unsequenced
   std::uint64_t acks_repeated = 0;
   std::uint64_t repeated_acks_useful = 0;
-  std::uint64_t pings_out = 0;        // keep-alive pings queued after a silence
+  std::uint64_t pings_out = 0;  // keep-alive pings queued after a silence
+  // Large blocks: wholly acknowledged to us / delivered to the application, slices sent
+  // (resends included) and resent, acks sent.
+  std::uint64_t blocks_sent = 0;
+  std::uint64_t blocks_received = 0;
+  std::uint64_t block_slices_sent = 0;
+  std::uint64_t block_slices_resent = 0;
+  std::uint64_t block_acks_out = 0;
   std::uint64_t peer_timer_runs = 0;  // peers whose timers fired (work done for idle peers)
   std::uint64_t evictions = 0;        // connections dropped to honour memory_cap
   std::uint64_t queue_full = 0;       // sends refused for max_queued
@@ -269,6 +286,22 @@ class HostCore {
   // event says so.
   SendResult send_with_receipt(PeerHandle peer, std::uint8_t channel, Delivery delivery,
                                Packet payload, std::uint32_t receipt);
+  // send() with the message scheduled at `priority` (README, "Priorities"): higher levels go
+  // out first, lower ones are never starved, and a message never passes an earlier one of its
+  // own channel. Sender side only: nothing on the wire changes. Immediate sorts ahead of
+  // everything queued; the caller flushes at once (tern::Host does).
+  SendResult send(PeerHandle peer, std::uint8_t channel, Delivery delivery, Packet payload,
+                  Priority priority);
+  SendResult send_with_receipt(PeerHandle peer, std::uint8_t channel, Delivery delivery,
+                               Packet payload, std::uint32_t receipt, Priority priority);
+  // A large block (WIRE.md, "Large blocks"): to a peer that agreed kFeatureBlocks, paced
+  // slices with a slice-ack bitfield, delivered there as one receive event (reliable) when
+  // whole; block_busy while the previous block on this channel is not wholly acknowledged,
+  // too_large above max_block_size. To any other peer: a reliable message (ENet fragments),
+  // capped by max_packet_size.
+  SendResult send_block(PeerHandle peer, std::uint8_t channel, Packet block);
+  // A block sent on the channel to the peer is not yet wholly acknowledged.
+  bool block_in_flight(PeerHandle peer, std::uint8_t channel) const;
   // One message to each of `peers` except `skip` (a relay's fan-out, the sender skipped): the
   // same as send() to each in turn, but the payload's reference count rises once for all of
   // them. Returns how many accepted it.

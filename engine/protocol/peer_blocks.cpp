@@ -76,6 +76,7 @@ inline void HostCore::Impl::release_blocks(Peer& p) {
     p.unsequenced = nullptr;
   }
   if (p.extra != nullptr) {
+    blocks_release(p);
     extra_pool.put(p.extra);
     p.extra = nullptr;
   }

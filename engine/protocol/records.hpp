@@ -48,7 +48,9 @@ struct alignas(64) OutCmd {
   Packet packet;
   std::uint64_t sent_time_ms = 0;
   std::uint32_t rto_ms = 0;
-  std::uint32_t queue_order = 0;  // merges the two outgoing lists back into queue order
+  // Scheduling key (send_queue.cpp, "Priorities"): each outgoing list is kept in this order
+  // (within a channel, in call order), and the builder merges the two lists by it.
+  std::uint32_t queue_order = 0;
   std::uint32_t fragment_offset = 0;
   // disconnect: its data. send_unsequenced: the group. Fragments: the start sequence number
   // (low half) and the length of every fragment but the last (high half).
@@ -65,6 +67,7 @@ struct alignas(64) OutCmd {
   std::uint8_t later_acks = 0;
   // Part of a message sent with a receipt (PeerExtra::receipts).
   bool receipt = false;
+  Priority priority = Priority::medium;
 
   Cmd type() const { return static_cast<Cmd>(command & kCommandMask); }
   bool needs_ack() const { return (command & kFlagAcknowledge) != 0; }
@@ -194,7 +197,11 @@ struct PeerQueues {
   std::uint64_t next_timeout = 0;      // retransmission deadline of sent_reliable's front
   std::uint64_t earliest_timeout = 0;  // kept (with the block) until an ack clears it
   std::uint64_t acks_due = 0;          // HostConfig::ack_delay_ms: when held acks must go
-  std::uint32_t queue_counter = 0;     // restarts with the block: orders queued commands only
+  // Priorities (send_queue.cpp): the next scheduling key of each level, and the key of the
+  // newest command written (the floor a level that was idle restarts from). Restart with the
+  // block: they order queued commands only.
+  std::array<std::uint32_t, 4> next_order{};
+  std::uint32_t order_floor = 0;
   std::uint32_t reliable_data_in_transit = 0;
   // HostConfig::congestion_window: bytes of reliable data allowed in transit on top of
   // ENet's throttled window. Unlimited until a stall's retransmission timeout, then one MTU,
@@ -237,6 +244,56 @@ enum Stat : std::uint8_t {
   kStatCount
 };
 
+// Large blocks (blocks.cpp): a block being sent on one channel. Its bitfield and send times
+// are allocated when it starts, never per slice.
+struct OutBlock {
+  Packet data;
+  std::vector<std::uint64_t> acked;    // one bit per slice
+  std::vector<std::uint64_t> sent_ms;  // when each slice last went (kNever: not yet)
+  std::vector<std::uint64_t> resent;   // one bit per slice sent more than once (no RTT sample)
+  std::uint32_t count = 0;
+  std::uint32_t base = 0;      // every slice below it is acknowledged
+  std::uint32_t next_new = 0;  // the first slice never sent
+  std::uint16_t id = 0;
+  std::uint16_t slice_size = 0;
+  std::uint8_t channel = 0;
+};
+
+// A block being received on one channel (or the last one received there, `done`, kept to
+// acknowledge the sender's late copies).
+struct InBlock {
+  Packet data;                      // allocated when its first slice arrives
+  std::vector<std::uint64_t> have;  // one bit per slice
+  std::uint32_t total = 0;
+  std::uint32_t count = 0;
+  std::uint32_t received = 0;
+  std::uint32_t base = 0;    // every slice below it arrived
+  std::uint32_t newest = 0;  // the highest slice index received
+  std::uint16_t id = 0;
+  std::uint16_t slice_size = 0;
+  std::uint8_t channel = 0;
+  bool done = false;
+  bool ack_owed = false;
+  bool newest_field = false;  // the last ack's field ended at `newest` (they alternate)
+};
+
+struct BlockState {
+  std::vector<OutBlock> out;   // one per channel at most
+  std::vector<InBlock> in;     // one per channel at most
+  std::uint64_t in_bytes = 0;  // buffers of blocks in progress (HostConfig::max_block_size)
+  double tokens = 0;           // pacing: bytes the sender may still send now
+  std::uint64_t tokens_ms = 0;
+  std::uint64_t next_due_ms = 0;  // when the sender next has a slice to send (0: now)
+  // The round trip the slices see, from acks of slices sent once (0: no sample yet, the
+  // connection's RTT stands in): a transfer keeps the link busy, so the connection takes no
+  // samples of its own (no pings) while it lasts.
+  std::uint32_t srtt_ms = 0;
+  std::uint32_t rttvar_ms = 0;
+  std::uint16_t next_id = 0;
+  std::uint8_t rotate = 0;  // which block's slices go first in the next datagram
+  bool acks_owed = false;
+};
+
 // Rarely needed per-connection state: settings that differ from the host's defaults, bandwidth
 // limits announced by the other side, and the statistics' high words. Allocated on first use.
 struct PeerExtra {
@@ -269,6 +326,8 @@ struct PeerExtra {
     std::uint8_t channel;
   };
   std::vector<Receipt> receipts;
+  // Large blocks (blocks.cpp), taken with the first block either way.
+  std::unique_ptr<BlockState> blocks;
 };
 
 // The hot per-connection record: what every connected peer needs, idle or not. Everything else
@@ -342,6 +401,8 @@ struct Peer {
   bool delivery_modes : 1 = false;
   // Redundancy agreed in the hello: copies and repeated ack ranges go to this peer.
   bool redundancy : 1 = false;
+  // Large blocks agreed in the hello: send_block goes as paced slices (blocks.cpp).
+  bool blocks : 1 = false;
   // We accepted this connection's CONNECT (we are its server side).
   bool accepted : 1 = false;
   // HostCore::hold_intake: new reliable commands are kept unacknowledged and undelivered.

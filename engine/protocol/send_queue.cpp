@@ -42,7 +42,8 @@ inline void HostCore::Impl::queue_outgoing(Peer& p, const Command& cmd, Packet p
   oc->fragment_offset = offset;
   oc->fragment_length = length;
   q.queued_bytes += length;
-  oc->queue_order = ++q.queue_counter;
+  oc->priority = sending_priority;
+  oc->receipt = sending_with_receipt;
   p.outgoing_data_total += static_cast<std::uint32_t>(command_size(cmd.type()) + length);
   if (cmd.channel_id == kSystemChannel) {
     ++p.outgoing_reliable_seq;
@@ -89,12 +90,39 @@ inline void HostCore::Impl::queue_outgoing(Peer& p, const Command& cmd, Packet p
     }
     default: break;
   }
-  if (cmd.needs_ack()) {
-    q.outgoing_reliable.push_back(oc);
-  } else {
-    q.outgoing_unreliable.push_back(oc);
-  }
+  schedule_outgoing(q, oc);
   mark_dirty(p);
+}
+
+// Priorities: each command gets a scheduling key, and its outgoing list is kept in key order
+// except that a command never passes one of its own channel (nor one already sent once, a
+// resend waiting at the front). So a channel's reliable sequence numbers go out in order, as
+// ENet's reliable windows and in-order delivery need, and what priority reorders is only
+// messages of different channels (and a channel's unreliable messages against another's).
+// Keys are RakNet's weighting by send count: a level's key advances by its step per command,
+// so under a backlog of every level, high gets 3 commands out for medium's 1 and low's 1/3,
+// and a lower level is never starved: a higher one's keys catch up with it. A level that was
+// idle restarts one step past the newest command written, not from its old key (it would
+// otherwise run ahead of the others until it caught up). Immediate's step is 0: every such
+// command sorts before every queued one of another level. With one level only the keys
+// increase with every call: the order of the calls, ENet's.
+inline void HostCore::Impl::schedule_outgoing(PeerQueues& q, OutCmd* oc) {
+  constexpr std::array<std::uint32_t, 4> kStep = {0, 1, 3, 9};
+  const auto level = static_cast<std::size_t>(oc->priority);
+  const std::uint32_t restart = q.order_floor + kStep[level];
+  const std::uint32_t key =
+      order_before(q.next_order[level], restart) ? restart : q.next_order[level];
+  q.next_order[level] = key + kStep[level];
+  oc->queue_order = key;
+  IntrusiveList<OutCmd>& list = oc->needs_ack() ? q.outgoing_reliable : q.outgoing_unreliable;
+  // From the back: with one level in use the first step stops, and a message passes only
+  // what is queued after its key.
+  OutCmd* after = list.back();
+  while (after != nullptr && order_before(key, after->queue_order) &&
+         after->channel_id != oc->channel_id && after->send_attempts == 0) {
+    after = list.prev(after);
+  }
+  list.insert_after(after, oc);
 }
 
 inline void HostCore::Impl::queue_system(Peer& p, Command cmd) {
@@ -109,8 +137,21 @@ inline SendResult HostCore::Impl::send(PeerHandle h, std::uint8_t channel_id, De
   return send(*p, channel_id, delivery, std::move(payload));
 }
 
-// The message's commands are the last ones send() put on outgoing_reliable (reliable
-// deliveries only ever go there), `start` the first one's sequence number.
+// send() or send_with_receipt() with the message's commands scheduled at `priority`.
+inline SendResult HostCore::Impl::send_at(PeerHandle h, std::uint8_t channel_id, Delivery delivery,
+                                          Packet payload, Priority priority,
+                                          const std::uint32_t* receipt) {
+  sending_priority = priority;
+  const SendResult r =
+      receipt != nullptr ? send_with_receipt(h, channel_id, delivery, std::move(payload), *receipt)
+                         : send(h, channel_id, delivery, std::move(payload));
+  sending_priority = Priority::medium;
+  return r;
+}
+
+// queue_outgoing marks the message's commands (reliable deliveries only ever go to
+// outgoing_reliable, where a priority may have put them ahead of others); `start` is the
+// first one's sequence number.
 inline SendResult HostCore::Impl::send_with_receipt(PeerHandle h, std::uint8_t channel_id,
                                                     Delivery delivery, Packet payload,
                                                     std::uint32_t receipt) {
@@ -120,15 +161,12 @@ inline SendResult HostCore::Impl::send_with_receipt(PeerHandle h, std::uint8_t c
   const std::uint16_t before = p->channel_count > channel_id && p->state == PeerState::connected
                                    ? channel(*p, channel_id).out_reliable_seq
                                    : 0;
+  sending_with_receipt = true;
   const SendResult r = send(*p, channel_id, delivery, std::move(payload));
+  sending_with_receipt = false;
   if (r != SendResult::ok) return r;
   const auto commands =
       static_cast<std::uint16_t>(channel(*p, channel_id).out_reliable_seq - before);
-  std::uint32_t left = commands;
-  for (OutCmd* c = p->queues->outgoing_reliable.back(); c != nullptr && left > 0;
-       c = p->queues->outgoing_reliable.prev(c), --left) {
-    c->receipt = true;
-  }
   extra(*p).receipts.push_back({.id = receipt,
                                 .commands_left = commands,
                                 .start_seq = static_cast<std::uint16_t>(before + 1),

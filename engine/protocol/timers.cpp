@@ -12,6 +12,7 @@ inline std::uint64_t HostCore::Impl::peer_deadline(const Peer& p) const {
     deadline = p.last_receive_time + ping_after(p);
   }
   if (p.has_acks() && p.queues->acks_due != 0) deadline = std::min(deadline, p.queues->acks_due);
+  if (p.extra != nullptr) deadline = std::min(deadline, extension_deadline(p));
   return deadline;
 }
 

@@ -122,6 +122,15 @@ inline constexpr std::uint32_t kFeatureSelectiveAcks = 1u << 0;
 inline constexpr std::uint32_t kFeatureNodelay = 1u << 1;
 inline constexpr std::uint32_t kFeatureRedundancy = 1u << 2;
 inline constexpr std::uint32_t kFeatureDeliveryModes = 1u << 3;
+// Large blocks (TernExtKind::block_slice and block_ack; WIRE.md, "Large blocks").
+inline constexpr std::uint32_t kFeatureBlocks = 1u << 6;
+// A block_slice's data: block ID (2), slice size (2), total size (4), slice count (4), slice
+// index (4), then the slice's bytes. A block_ack's: block ID (2), zero (2), base (4), field
+// start (4, past the base), and a 256-bit field (eight 32-bit words) whose bit i says slice
+// field start + i arrived.
+inline constexpr std::size_t kBlockSliceHeader = 16;
+inline constexpr std::size_t kBlockAckData = 44;
+inline constexpr std::uint32_t kBlockAckSpan = 256;
 // An ack_range acknowledges its base sequence number and, for each set bit i of its bitfield,
 // base + 1 + i: 33 consecutive sequence numbers at most.
 inline constexpr std::uint32_t kAckRangeSpan = 33;

@@ -1,7 +1,7 @@
 /* enet-loss-peer: the libenet side of perf/loss_compare.
  *
  *   enet-loss-peer recv --listen HOST:PORT [--timeout S]
- *   enet-loss-peer send --connect HOST:PORT --workload game|bulk [--hz N] [--duration S]
+ *   enet-loss-peer send --connect HOST:PORT --workload game|bulk|block [--hz N] [--duration S]
  *                       [--warmup S] [--size B] [--bytes N] [--channels N] [--timeout S]
  *
  * Messages, the receiver's JSON report and the ending are those of perf/loss_peer.cpp and
@@ -13,6 +13,8 @@
  * A game stream's first --warmup seconds (default 1) are sent as warm-up messages (kind 2):
  * delivered and checked like the rest but left out of the latencies, so that the figures are
  * those of a connection whose round-trip estimate has settled, not of its first second.
+ * block: one reliable message of --bytes bytes (header first) on channel 0, which libenet
+ * sends as ENet fragments: the same data as tern-loss-peer's block workload.
  * Exit 0 when the run finished (delivery is judged by the caller from the report), 1 on a
  * connection or I/O failure, 2 on a bad command line.
  */
@@ -57,7 +59,7 @@ static uint64_t get_le(const uint8_t* p, int n) {
 static void usage(FILE* out) {
   fprintf(out,
           "usage: enet-loss-peer recv --listen HOST:PORT [--timeout S]\n"
-          "       enet-loss-peer send --connect HOST:PORT --workload game|bulk [--hz N]\n"
+          "       enet-loss-peer send --connect HOST:PORT --workload game|bulk|block [--hz N]\n"
           "                           [--duration S] [--warmup S] [--size B] [--bytes N] "
           "[--channels N]\n"
           "                           [--timeout S]\n");
@@ -67,6 +69,7 @@ struct Options {
   int send;
   const char* address;
   int bulk;
+  int block;
   double hz, duration, warmup, timeout;
   unsigned long size, total, channels;
 };
@@ -94,8 +97,9 @@ static int parse(int argc, char** argv, struct Options* o) {
     if (strcmp(k, "--listen") == 0 || strcmp(k, "--connect") == 0) {
       o->address = v;
     } else if (strcmp(k, "--workload") == 0) {
-      if (strcmp(v, "game") != 0 && strcmp(v, "bulk") != 0) return -1;
+      if (strcmp(v, "game") != 0 && strcmp(v, "bulk") != 0 && strcmp(v, "block") != 0) return -1;
       o->bulk = strcmp(v, "bulk") == 0;
+      o->block = strcmp(v, "block") == 0;
     } else if (strcmp(k, "--warmup") == 0) {
       o->warmup = strtod(v, &end);
       if (end == v || *end != '\0' || !(o->warmup >= 0)) return -1;
@@ -276,7 +280,22 @@ static int run_send(const struct Options* o) {
       if (r > 0 && ev.type == ENET_EVENT_TYPE_RECEIVE) enet_packet_destroy(ev.packet); \
     }                                                                                  \
   } while (0)
-  if (o->bulk) {
+  if (o->block) {
+    uint8_t* block = calloc(1, o->total < kHeaderBytes ? kHeaderBytes : o->total);
+    put_u32(block, seqs[0]);
+    block[5] = kKindData;
+    put_u64(block + 8, now_ns());
+    block[16] = (uint8_t)o->channels;
+    ENetPacket* p = enet_packet_create(block, o->total < kHeaderBytes ? kHeaderBytes : o->total,
+                                       ENET_PACKET_FLAG_RELIABLE);
+    free(block);
+    if (p == NULL || enet_peer_send(peer, 0, p) != 0) {
+      fprintf(stderr, "enet-loss-peer: enet_peer_send failed\n");
+      return 1;
+    }
+    ++seqs[0];
+    enet_host_flush(host);
+  } else if (o->bulk) {
     for (unsigned long sent = 0; sent < o->total; sent += o->size) {
       unsigned long ch = (sent / o->size) % o->channels;
       SEND(ch, kKindData);

@@ -42,6 +42,7 @@ TEST_F(Receipts, EachReliableMessageOnceAckedWholeUnderLoss) {
   HostOptions plain;
   plain.selective_acks = false;
   plain.delivery_modes = false;
+  plain.blocks = false;
   Pair& tern_peer = add_pair(HostOptions{}, HostOptions{});
   Pair& enet_like = add_pair(plain, plain);
   connect_all();

@@ -189,6 +189,7 @@ class Attack : public ::testing::Test {
     proto::HostConfig plain;
     plain.selective_acks = false;
     plain.delivery_modes = false;
+    plain.blocks = false;
     SimHost& a = h_->add_host(name, plain);
     a.on_tx = [this, &header](SimHost&, const proto::OutDatagram& d) { learn(d, header); };
     return a;
@@ -683,6 +684,152 @@ TEST_F(Attack, AckRangesForCommandsNeverSent) {
   expect_drop(Drop::unknown_ext_kind,
               Datagram(header_of(*tern_header)).command(ext, evil(4)).bytes(),
               "tern_ext of an unknown kind", tern_attacker.address);
+  expect_unharmed();
+}
+
+// Large blocks (WIRE.md, "Large blocks"): a block_slice's data, with the real field order.
+struct Slice {
+  std::uint16_t id;
+  std::uint16_t slice_size;
+  std::uint32_t total;
+  std::uint32_t count;
+  std::uint32_t index;
+  std::size_t len;  // slice bytes that follow
+};
+
+std::vector<std::byte> slice_data(const Slice& s) {
+  std::vector<std::byte> out(proto::kBlockSliceHeader);
+  proto::Writer w(out);
+  w.u16(s.id);
+  w.u16(s.slice_size);
+  w.u32(s.total);
+  w.u32(s.count);
+  w.u32(s.index);
+  const auto body = evil(s.len);
+  out.insert(out.end(), body.begin(), body.end());
+  return out;
+}
+
+Command ext_command(proto::TernExtKind kind, std::uint8_t channel, std::size_t data_length) {
+  Command c;
+  c.command = static_cast<std::uint8_t>(Cmd::tern_ext);
+  c.channel_id = channel;
+  c.ext.kind = static_cast<std::uint8_t>(kind);
+  c.ext.data_length = static_cast<std::uint16_t>(data_length);
+  return c;
+}
+
+TEST_F(Attack, ForgedBlockSlicesAndAcks) {
+  // A Tern peer that agreed to blocks forges slices: every field against the others and
+  // against the server's limits. Nothing is delivered, nothing beyond one honest-sized buffer
+  // is taken, and what it did take goes back when it is disconnected.
+  std::optional<proto::Header> tern_header;
+  SimHost& tern_attacker = h_->add_host("tern-attacker", proto::HostConfig{});
+  tern_attacker.on_tx = [&](SimHost&, const proto::OutDatagram& d) { learn(d, tern_header); };
+  auto conn = h_->connect(tern_attacker, *server_, 2, 3);
+  ASSERT_TRUE(conn) << h_->seed_note();
+  h_->run_for(600 * kMs);
+  ASSERT_TRUE(tern_header.has_value());
+  PeerStats stats;
+  ASSERT_TRUE(server_->core->peer_stats(conn->server, stats));
+  ASSERT_TRUE(stats.blocks) << "the Tern client and server did not agree on blocks";
+  const std::size_t buffered_before = server_->core->counters().buffered_bytes;
+  // A refused slice ends the datagram: the reliable command behind it is never reached.
+  auto slice = [&](const Slice& s, std::uint8_t channel = 1, bool trailing = true) {
+    const auto data = slice_data(s);
+    Datagram d(header_of(*tern_header));
+    d.command(ext_command(proto::TernExtKind::block_slice, channel, data.size()), data);
+    if (trailing) d.command(reliable(1, 1, 40), evil(40));
+    return d.bytes();
+  };
+  auto expect = [&](Drop why, const Slice& s, const char* what, std::uint8_t channel = 1) {
+    expect_drop(why, slice(s, channel, why != Drop::duplicate), what, tern_attacker.address);
+  };
+  // Fields that disagree with each other, or with what this host allows.
+  expect(Drop::block_slice_out_of_range, {1, 1000, 10'000, 10, 10, 1000}, "index == count");
+  expect(Drop::block_slice_out_of_range, {1, 1000, 10'000, 10, 0xFFFFFFFF, 1000}, "index ~0");
+  expect(Drop::block_malformed, {1, 1000, 10'000, 11, 0, 1000}, "count above the sizes'");
+  expect(Drop::block_malformed, {1, 1000, 10'000, 0, 0, 1000}, "count zero");
+  expect(Drop::block_malformed, {1, 0, 10'000, 10, 0, 0}, "slice size zero");
+  expect(Drop::block_malformed, {1, 5000, 100, 1, 0, 100}, "slice size above any MTU");
+  expect(Drop::block_malformed, {1, 1000, 0, 0, 0, 0}, "total zero");
+  expect(Drop::block_malformed, {1, 1000, 10'000, 10, 3, 999}, "short slice");
+  expect(Drop::block_malformed, {1, 1000, 10'500, 11, 10, 1000}, "last slice too long");
+  expect(Drop::block_too_large, {1, 1000, (64u << 20) + 1, 67'109, 0, 1000}, "past max_block_size");
+  expect(Drop::block_too_large, {1, 1000, 0xFFFFFFFF, 4'294'968, 0, 1000}, "4 GiB");
+  // Within max_block_size but past the host's memory cap (8 MiB here): refused, not taken.
+  expect(Drop::memory_cap, {1, 1000, 32u << 20, 33'555, 0, 1000}, "past the memory cap");
+  expect(Drop::bad_channel, {1, 1000, 10'000, 10, 0, 1000}, "channel past the count", 7);
+  expect(Drop::bad_channel, {1, 1000, 10'000, 10, 0, 1000}, "system channel",
+         proto::kSystemChannel);
+  EXPECT_EQ(server_->core->counters().buffered_bytes, buffered_before);
+  // A block in progress: another block ID, or the same ID with other sizes, is refused.
+  inject(slice({9, 1000, 10'000, 10, 0, 1000}, 1, false), tern_attacker.address);
+  EXPECT_EQ(server_->core->counters().buffered_bytes, buffered_before + 10'000);
+  expect(Drop::block_mismatch, {10, 1000, 10'000, 10, 1, 1000}, "another block ID");
+  expect(Drop::block_mismatch, {9, 1000, 20'000, 20, 1, 1000}, "another total");
+  expect(Drop::block_mismatch, {9, 500, 10'000, 20, 1, 500}, "another slice size");
+  expect(Drop::duplicate, {9, 1000, 10'000, 10, 0, 1000}, "the same slice again");
+  EXPECT_EQ(server_->core->counters().buffered_bytes, buffered_before + 10'000);
+  // On the other channel a block of its own, but not past max_block_size for the peer.
+  // (64 MiB would be, with the 10,000 bytes already held; it is also past the memory cap.)
+  expect(Drop::block_memory, {3, 1000, 64u << 20, 67'109, 0, 1000}, "past the peer's share", 0);
+  // Acks the server never asked for: malformed, or for no block it is sending.
+  std::vector<std::byte> ack(proto::kBlockAckData);
+  expect_drop(Drop::unexpected_ack,
+              Datagram(header_of(*tern_header))
+                  .command(ext_command(proto::TernExtKind::block_ack, 1, ack.size()), ack)
+                  .bytes(),
+              "ack of no block", tern_attacker.address);
+  // An ack of the server's own block: a field start not above the base, and a base past the
+  // count, are malformed.
+  // Large enough to be still in flight through both (about 120 ms at this RTT).
+  ASSERT_EQ(server_->core->send_block(conn->server, 1, Packet::copy_of(evil(4 * kMiB))),
+            SendResult::ok);
+  auto block_ack = [&](std::uint32_t base, std::uint32_t field) {
+    std::vector<std::byte> a(proto::kBlockAckData);
+    proto::Writer w(a);
+    w.u16(0);  // the server's first block on this connection
+    w.u16(0);
+    w.u32(base);
+    w.u32(field);
+    return Datagram(header_of(*tern_header))
+        .command(ext_command(proto::TernExtKind::block_ack, 1, a.size()), a)
+        .bytes();
+  };
+  expect_drop(Drop::block_malformed, block_ack(1, 1), "field start at the base",
+              tern_attacker.address);
+  expect_drop(Drop::block_malformed, block_ack(0xFFFFFF00u, 0xFFFFFF01u), "base past the count",
+              tern_attacker.address);
+  ack.resize(12);
+  expect_drop(Drop::block_malformed,
+              Datagram(header_of(*tern_header))
+                  .command(ext_command(proto::TernExtKind::block_ack, 1, ack.size()), ack)
+                  .bytes(),
+              "short ack", tern_attacker.address);
+  EXPECT_EQ(server_->count(EventType::receive, conn->server), 0u);
+  // The incomplete block's buffer goes back with the connection.
+  server_->core->disconnect_now(conn->server, 0);
+  h_->run_for(50 * kMs);
+  EXPECT_EQ(server_->core->counters().buffered_bytes, buffered_before);
+  expect_unharmed();
+}
+
+TEST_F(Attack, BlockCommandsFromAPeerThatDidNotAgree) {
+  // The plain attacker on a channel it has: slices and acks are refused all the same.
+  const auto data = slice_data({1, 1000, 10'000, 10, 0, 1000});
+  expect_drop(Drop::extension_not_agreed,
+              Datagram(header())
+                  .command(ext_command(proto::TernExtKind::block_slice, 1, data.size()), data)
+                  .command(reliable(1, 1, 40), evil(40))
+                  .bytes(),
+              "block_slice");
+  std::vector<std::byte> ack(proto::kBlockAckData);
+  expect_drop(Drop::extension_not_agreed,
+              Datagram(header())
+                  .command(ext_command(proto::TernExtKind::block_ack, 1, ack.size()), ack)
+                  .bytes(),
+              "block_ack");
   expect_unharmed();
 }
 

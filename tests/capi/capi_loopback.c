@@ -243,6 +243,49 @@ static void fragments(void) {
   close_pair(&p);
 }
 
+/* A large block and a high-priority message, both echoed (the block as one message); a second
+ * block on the same channel is refused while the first is in flight; an unknown priority is
+ * refused. */
+static void priorities_and_blocks(void) {
+  pair p;
+  if (!open_pair(&p, NULL, NULL, 0)) return close_pair(&p);
+  enum { kBlock = 300000 };
+  static uint8_t block[kBlock];
+  fill(block, sizeof block, 0, 4321);
+  CHECK(tern_peer_send_block(p.client, p.to_server, 1, block, sizeof block) == TERN_OK,
+        "send_block: %s", tern_host_last_error(p.client));
+  CHECK(tern_peer_block_in_flight(p.client, p.to_server, 1) == 1, "no block in flight");
+  CHECK(tern_peer_send_block(p.client, p.to_server, 1, block, 10) == TERN_ERROR_BLOCK_BUSY,
+        "a second block on the channel was not refused");
+  uint8_t small[64];
+  fill(small, sizeof small, 0, 77);
+  CHECK(tern_peer_send_priority(p.client, p.to_server, 0, small, sizeof small, TERN_SEND_RELIABLE,
+                                TERN_PRIORITY_HIGH) == TERN_OK,
+        "send_priority: %s", tern_host_last_error(p.client));
+  CHECK(tern_peer_send_priority(p.client, p.to_server, 0, small, sizeof small, TERN_SEND_RELIABLE,
+                                (tern_priority)7) == TERN_ERROR_INVALID_ARGUMENT,
+        "an unknown priority was taken");
+  int got_block = 0, got_small = 0;
+  const double start = seconds();
+  while (!(got_block && got_small) && seconds() - start < kHangSeconds) {
+    serve_echo(&p);
+    tern_event ev;
+    while (tern_host_service(p.client, &ev, 1) > 0) {
+      if (ev.type != TERN_EVENT_RECEIVE) continue;
+      if (ev.length == kBlock) {
+        got_block = 1;
+        CHECK(ev.channel == 1 && intact(ev.data, ev.length, 4321), "block damaged");
+      } else {
+        got_small = 1;
+        CHECK(ev.channel == 0 && ev.length == sizeof small && intact(ev.data, ev.length, 77),
+              "high-priority message damaged");
+      }
+    }
+  }
+  CHECK(got_block && got_small, "echo missing (block %d, message %d)", got_block, got_small);
+  close_pair(&p);
+}
+
 /* Waits for the next event of `type` on `host` while servicing `other`; 1 when it came. */
 static int await(tern_host* host, tern_host* other, tern_event_type type, tern_event* out) {
   const double start = seconds();
@@ -500,6 +543,7 @@ int main(void) {
   bad_calls();
   streams();
   fragments();
+  priorities_and_blocks();
   disconnects();
   flush_and_check_events();
   connect_timeout();

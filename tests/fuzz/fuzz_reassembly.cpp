@@ -4,7 +4,8 @@
 // in-memory handshake at fixed simulated times. The input is then cut into chunks, and each
 // chunk becomes a datagram from the client's address, prefixed with the header the real client
 // uses (peer ID, session, sent time), so the fuzzer spends its effort past the header checks:
-// fragment sets, reliable ordering, unreliable sequencing, acknowledgements and state changes.
+// fragment sets, reliable ordering, unreliable sequencing, acknowledgements, state changes, and
+// the large blocks' slices and slice acks (the real client agrees to blocks).
 //
 // Chunk framing (all of it optional; a short input is just a short last chunk):
 //   byte 0     control: bit 0 = flush the server after this datagram,
@@ -65,6 +66,7 @@ struct Harness {
     cfg.memory_cap = kMemoryCap;
     cfg.max_packet_size = kMaxPacketSize;
     cfg.max_waiting_data = kMaxPacketSize * 2;
+    cfg.max_block_size = kMaxPacketSize;  // large blocks: the same bound on what is delivered
     return cfg;
   }
 

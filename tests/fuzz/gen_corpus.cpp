@@ -145,6 +145,10 @@ int main(int argc, char** argv) {
     s.client.send(s.to_server, 1, Delivery::unreliable, pattern(3000, 5));
     s.run(3);
     const std::size_t after_unreliable_fragments = s.from_client.size();
+    // A large block (Tern peers agree to them): its slices, then the server's slice acks.
+    s.client.send_block(s.to_server, 2, Packet::copy_of(pattern(6000, 8)));
+    s.run(5);
+    const std::size_t after_block = s.from_client.size();
     s.server.send(s.to_client, 0, Delivery::reliable, pattern(40, 6));
     s.client.ping(s.to_server);
     s.run(3);
@@ -165,7 +169,8 @@ int main(int argc, char** argv) {
     frame(after_handshake, after_small, "small_messages");
     frame(after_small, after_reliable_fragments, "reliable_fragments");
     frame(after_reliable_fragments, after_unreliable_fragments, "unreliable_fragments");
-    frame(after_unreliable_fragments, s.from_client.size(), "ping_ack_disconnect");
+    frame(after_unreliable_fragments, after_block, "block_slices");
+    frame(after_block, s.from_client.size(), "ping_ack_disconnect");
   }
 
   int index = 0;

@@ -102,6 +102,12 @@ struct HostOptions {
   std::uint32_t redundancy_max_k = 3;
   std::uint32_t redundancy_budget_percent = 30;
   std::uint32_t redundancy_ack_repeats = 2;
+  // Large blocks between Tern peers (send_block; WIRE.md, "Large blocks"): paced slices with a
+  // slice-ack bitfield. A receiver holds at most max_block_size bytes of blocks in progress
+  // per peer; block_rate is the sender's pace in bytes/s (0: 256 slices per round trip).
+  bool blocks = true;
+  std::uint32_t max_block_size = 64u << 20;
+  std::uint32_t block_rate = 0;
   // The handshake under attack (proto::HostConfig; WIRE.md, "Handshake under attack"). Under a
   // flood of R CONNECTs/s a handshake's entry lives about half_open_capacity / R seconds: keep
   // that above a second, so that a client whose acknowledgement was lost completes with its
@@ -131,6 +137,10 @@ struct HostStats {
   std::uint64_t redundant_unreliable_sent = 0;  // of which unreliable or unsequenced
   std::uint64_t acks_repeated = 0;              // ack ranges written again (redundancy)
   std::uint64_t repeated_acks_useful = 0;       // of which acknowledged something still in flight
+  std::uint64_t blocks_sent = 0;          // large blocks wholly acknowledged by their receiver
+  std::uint64_t blocks_received = 0;      // large blocks delivered here
+  std::uint64_t block_slices_sent = 0;    // their slices sent, resends included
+  std::uint64_t block_slices_resent = 0;  // of which resends
   std::uint64_t duplicates_received = 0;  // messages received again, not delivered (duplicate)
   std::uint64_t dropped = 0;              // sum of drops_by_reason
   std::size_t peers = 0;
@@ -171,7 +181,21 @@ class Host {
   // personality only (KCP: not_reliable). No receipt comes for a message the connection ends
   // before acknowledging: the disconnect event comes instead. Works with plain ENet peers.
   SendResult send_with_receipt(PeerHandle peer, std::uint8_t channel, Delivery delivery,
-                               Packet payload, std::uint32_t receipt);
+                               Packet payload, std::uint32_t receipt,
+                               Priority priority = Priority::medium);
+  // send() at a priority (README, "Priorities"): under a backlog, higher levels go first and
+  // lower ones are never starved; a message never passes an earlier one of its own channel.
+  // Priority::immediate also sends at once (as flush()). Nothing on the wire changes: plain
+  // ENet peers get it too. KCP personality: as send().
+  SendResult send(PeerHandle peer, std::uint8_t channel, Delivery delivery, Packet payload,
+                  Priority priority);
+  // A large block, delivered to the peer as one receive event (reliable) once whole. To a
+  // Tern peer: paced slices sized to the MTU with a slice-ack bitfield, up to
+  // HostOptions::max_block_size (too_large above), one block per channel at a time
+  // (block_busy until the previous one is wholly acknowledged: block_in_flight). To a plain
+  // ENet peer: a reliable message in ENet fragments, capped by max_packet_size.
+  SendResult send_block(PeerHandle peer, std::uint8_t channel, Packet block);
+  bool block_in_flight(PeerHandle peer, std::uint8_t channel) const;
   // Refuses handshakes from `address` (every port) for `duration`; connections already made
   // from it stay (disconnect them to end them). See proto::HostCore::ban.
   void ban(const Endpoint& address, std::chrono::milliseconds duration);

@@ -59,8 +59,19 @@ typedef enum tern_result {
   TERN_ERROR_BAD_CHANNEL = -4,   /* channel >= the connection's channel count */
   TERN_ERROR_TOO_LARGE = -5,     /* above max_packet_size, or more fragments than ENet allows */
   TERN_ERROR_QUEUE_FULL = -6,    /* the peer has max_queued bytes waiting: it is not keeping up */
-  TERN_ERROR_NO_MEMORY = -7
+  TERN_ERROR_NO_MEMORY = -7,
+  TERN_ERROR_BLOCK_BUSY = -8 /* tern_peer_send_block: a block is still in flight on the channel */
 } tern_result;
+
+/* tern_peer_send_priority: when a message goes out relative to others queued to the peer
+ * (sender side only; the wire is unchanged, plain ENet peers get it too). Higher first, lower
+ * never starved; a message never passes an earlier one of its own channel. */
+typedef enum tern_priority {
+  TERN_PRIORITY_IMMEDIATE = 0, /* ahead of everything queued, and sent at once */
+  TERN_PRIORITY_HIGH = 1,
+  TERN_PRIORITY_MEDIUM = 2, /* tern_peer_send's */
+  TERN_PRIORITY_LOW = 3     /* bulk */
+} tern_priority;
 
 /* Delivery flags for tern_peer_send, with ENet's values. 0 is unreliable and sequenced: late
  * messages are dropped, never delivered backwards. RELIABLE and UNSEQUENCED exclude each other.
@@ -222,6 +233,17 @@ int tern_peer_send(tern_host* host, tern_peer peer, uint8_t channel, const void*
  * message the connection ends before acknowledging (TERN_EVENT_DISCONNECT comes instead). */
 int tern_peer_send_with_receipt(tern_host* host, tern_peer peer, uint8_t channel, const void* data,
                                 size_t length, uint32_t receipt);
+/* tern_peer_send at a priority; TERN_ERROR_INVALID_ARGUMENT for an unknown one. */
+int tern_peer_send_priority(tern_host* host, tern_peer peer, uint8_t channel, const void* data,
+                            size_t length, uint32_t flags, tern_priority priority);
+/* A large block (copied), delivered to the peer as one reliable TERN_EVENT_RECEIVE once whole.
+ * To a Tern peer: paced slices with a slice-ack bitfield, up to 64 MiB; one block per channel
+ * at a time (TERN_ERROR_BLOCK_BUSY until the last is wholly acknowledged). To a plain ENet
+ * peer: a reliable message in ENet fragments, capped by max_packet_size. */
+int tern_peer_send_block(tern_host* host, tern_peer peer, uint8_t channel, const void* data,
+                         size_t length);
+/* 1 while a block sent on the channel to the peer is not wholly acknowledged, else 0. */
+int tern_peer_block_in_flight(tern_host* host, tern_peer peer, uint8_t channel);
 
 /* Graceful: queued messages go first, then the disconnect; a disconnect event with reason
  * LOCAL follows once the other side acknowledges (or TIMEOUT). */

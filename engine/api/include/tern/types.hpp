@@ -96,6 +96,16 @@ enum class SendResult : std::uint8_t {
   too_large,      // above max_packet_size, or more fragments than ENet allows
   queue_full,     // the peer already has max_queued bytes waiting (it is not keeping up)
   not_reliable,   // a receipt asked for a message that is not sent reliably
+  block_busy,     // send_block: a block is still in flight on this channel to this peer
+};
+
+// When a message goes out relative to others queued to the same peer (sender side only;
+// nothing on the wire says it). Higher first, lower never starved: see README, "Priorities".
+enum class Priority : std::uint8_t {
+  immediate,  // ahead of everything queued, and the host flushes at once
+  high,
+  medium,  // the default: ENet's order, the order of the calls
+  low,     // bulk: also leaves room in the reliable window for the others
 };
 
 const char* to_string(SendResult r);
@@ -124,6 +134,7 @@ struct PeerStats {
   bool nodelay = false;                   // immediate acks agreed with this peer (nodelay)
   bool delivery_modes = false;            // reliable_unordered/_sequenced honoured by this peer
   bool redundancy = false;                // adaptive redundancy agreed with this peer
+  bool blocks = false;                    // large blocks go to this peer as paced slices
   std::uint32_t redundancy_k = 0;         // copies each reliable command gets now (0: none)
   std::uint32_t redundancy_loss = 0;      // the loss redundancy measures, scaled by 65536
 };
