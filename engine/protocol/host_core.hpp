@@ -145,6 +145,18 @@ struct HostConfig {
   std::uint32_t redundancy_max_k = 3;            // at most 8 are used
   std::uint32_t redundancy_budget_percent = 30;  // at most 100 is used
   std::uint32_t redundancy_ack_repeats = 2;
+  // Congestion control with pacing (WIRE.md, "Extensions"; negotiated, both sides must turn
+  // it on). Between Tern peers that agree, the sender estimates the path's bottleneck
+  // bandwidth (windowed max of per-round delivery rates) and minimum RTT, paces its bulk
+  // reliable data at a gain of that bandwidth on the timer wheel and keeps at most twice the
+  // bandwidth-delay product in flight, in place of ENet's 64 KiB window and its throttle.
+  // Reliable messages of at most `cc_express_bytes` (whole, on a channel with no bulk
+  // waiting) bypass the pacer and the window and go ahead of queued bulk, so game traffic
+  // never waits behind a transfer. `cc_max_window` caps the window (what a receiver may have
+  // to buffer behind a loss). With a plain ENet peer, or where not agreed: ENet's throttle.
+  bool congestion_control = true;
+  std::uint32_t cc_express_bytes = 256;
+  std::uint32_t cc_max_window = 8u << 20;
   // Defaults for new connections (ENet's names and values).
   std::uint32_t ping_interval_ms = kPingInterval;
   std::uint32_t timeout_limit = kTimeoutLimit;
@@ -198,6 +210,11 @@ struct HostCounters {
   std::uint64_t redundant_unreliable_sent = 0;  // of which unreliable or unsequenced
   std::uint64_t acks_repeated = 0;
   std::uint64_t repeated_acks_useful = 0;
+  // Congestion control: datagrams that carried bulk reliable data under the pacer, times the
+  // pacer held bulk back until a later wake-up, and times the window held it back.
+  std::uint64_t paced_datagrams = 0;
+  std::uint64_t pacer_waits = 0;
+  std::uint64_t cwnd_limited = 0;
   std::uint64_t pings_out = 0;        // keep-alive pings queued after a silence
   std::uint64_t peer_timer_runs = 0;  // peers whose timers fired (work done for idle peers)
   std::uint64_t evictions = 0;        // connections dropped to honour memory_cap

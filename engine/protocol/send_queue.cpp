@@ -28,7 +28,9 @@ inline void HostCore::Impl::clear_queues(Peer& p) {
   for_each_channel(p, [&](Channel& ch) {
     while (InCmd* c = ch.in_reliable.pop_front()) release_in(p, c);
     while (InCmd* c = ch.in_unreliable.pop_front()) release_in(p, c);
+    ch.bulk_unsent = 0;
   });
+  last_queued_reliable = nullptr;
 }
 
 // enet_peer_setup_outgoing_command: assigns sequence numbers at queue time.
@@ -90,7 +92,22 @@ inline void HostCore::Impl::queue_outgoing(Peer& p, const Command& cmd, Packet p
     default: break;
   }
   if (cmd.needs_ack()) {
-    q.outgoing_reliable.push_back(oc);
+    last_queued_reliable = oc;
+    Channel* ch = cmd.channel_id == kSystemChannel || !oc->has_payload() || !cc_on(p)
+                      ? nullptr
+                      : &channel(p, cmd.channel_id);
+    if (ch != nullptr && cc_express(p, cmd, *ch, length)) {
+      // Ahead of bulk (and of its resends), behind the express messages queued before it.
+      oc->express = true;
+      OutCmd* after = nullptr;
+      for (OutCmd* c = q.outgoing_reliable.front(); c != nullptr && c->express; c = c->next_) {
+        after = c;
+      }
+      q.outgoing_reliable.insert_after(after, oc);
+    } else {
+      if (ch != nullptr) ++ch->bulk_unsent;
+      q.outgoing_reliable.push_back(oc);
+    }
   } else {
     q.outgoing_unreliable.push_back(oc);
   }
@@ -125,9 +142,13 @@ inline SendResult HostCore::Impl::send_with_receipt(PeerHandle h, std::uint8_t c
   const auto commands =
       static_cast<std::uint16_t>(channel(*p, channel_id).out_reliable_seq - before);
   std::uint32_t left = commands;
-  for (OutCmd* c = p->queues->outgoing_reliable.back(); c != nullptr && left > 0;
-       c = p->queues->outgoing_reliable.prev(c), --left) {
-    c->receipt = true;
+  if (commands == 1 && last_queued_reliable != nullptr) {
+    last_queued_reliable->receipt = true;  // an express message is not at the back
+  } else {
+    for (OutCmd* c = p->queues->outgoing_reliable.back(); c != nullptr && left > 0;
+         c = p->queues->outgoing_reliable.prev(c), --left) {
+      c->receipt = true;
+    }
   }
   extra(*p).receipts.push_back({.id = receipt,
                                 .commands_left = commands,

@@ -102,6 +102,13 @@ struct HostOptions {
   std::uint32_t redundancy_max_k = 3;
   std::uint32_t redundancy_budget_percent = 30;
   std::uint32_t redundancy_ack_repeats = 2;
+  // Congestion control with pacing between Tern peers (both must leave it on): a BBR-like
+  // model of the path's bandwidth and RTT paces bulk reliable data and sizes its window (past
+  // ENet's 64 KiB); reliable messages of at most cc_express_bytes go ahead of bulk, past the
+  // pacer. With plain ENet peers, ENet's throttle as before.
+  bool congestion_control = true;
+  std::uint32_t cc_express_bytes = 256;
+  std::uint32_t cc_max_window = 8u << 20;
   // The handshake under attack (proto::HostConfig; WIRE.md, "Handshake under attack"). Under a
   // flood of R CONNECTs/s a handshake's entry lives about half_open_capacity / R seconds: keep
   // that above a second, so that a client whose acknowledgement was lost completes with its
@@ -131,6 +138,9 @@ struct HostStats {
   std::uint64_t redundant_unreliable_sent = 0;  // of which unreliable or unsequenced
   std::uint64_t acks_repeated = 0;              // ack ranges written again (redundancy)
   std::uint64_t repeated_acks_useful = 0;       // of which acknowledged something still in flight
+  std::uint64_t paced_datagrams = 0;            // datagrams with bulk data sent under the pacer
+  std::uint64_t pacer_waits = 0;                // times the pacer held bulk for a later wake-up
+  std::uint64_t cwnd_limited = 0;               // times congestion control's window held bulk back
   std::uint64_t duplicates_received = 0;  // messages received again, not delivered (duplicate)
   std::uint64_t dropped = 0;              // sum of drops_by_reason
   std::size_t peers = 0;
