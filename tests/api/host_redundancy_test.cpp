@@ -62,6 +62,7 @@ TEST_F(Redundancy, TheHelloAgreesItOnlyWhenBothAsk) {
   Pair& client_only = add_pair(HostOptions{}, with_redundancy());
   HostOptions plain;
   plain.selective_acks = false;  // no hello at all
+  plain.congestion_control = false;
   Pair& plain_client = add_pair(with_redundancy(), plain);
   connect_all();
   EXPECT_TRUE(agreed(*both.client, both.at_client));
@@ -135,6 +136,7 @@ TEST_F(Redundancy, KIsZeroOnACleanLinkAndRisesWithLoss) {
 TEST_F(Redundancy, APlainEnetPeerNeverGetsACopy) {
   HostOptions plain;
   plain.selective_acks = false;
+  plain.congestion_control = false;
   Pair& p = add_pair(with_redundancy(), plain);
   connect_all();
   net_.set_default_link(link_with(0.1));

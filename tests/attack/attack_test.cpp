@@ -189,6 +189,7 @@ class Attack : public ::testing::Test {
     proto::HostConfig plain;
     plain.selective_acks = false;
     plain.delivery_modes = false;
+    plain.congestion_control = false;
     SimHost& a = h_->add_host(name, plain);
     a.on_tx = [this, &header](SimHost&, const proto::OutDatagram& d) { learn(d, header); };
     return a;
