@@ -8,8 +8,9 @@
 // acks), fastrx (fast retransmit), cwnd (congestion window), nothrottle (ENet's throttle does
 // not scale the reliable window), nodelay (KCP's: x1.5 backoff, resend after two later acks,
 // no throttle on the reliable window), redundancy (copies of what is unacknowledged and
-// repeated ack ranges while loss is measured, within a 30% byte budget). Both sides take the
-// same list; sacks, nodelay and redundancy show on the wire (in the hello).
+// repeated ack ranges while loss is measured, within a 30% byte budget), cc (congestion control:
+// bulk paced at the estimated bandwidth, a window past ENet's 64 KiB). Both sides take the
+// same list; sacks, nodelay, redundancy and cc show on the wire (in the hello).
 //
 // Messages (warm-up ones too), the receiver's JSON report and the ending are those of
 // perf/reference/enet_loss_peer.c, whose header describes them, so that the three stacks are
@@ -45,7 +46,7 @@ constexpr const char* kUsage =
     "                           [--duration S] [--warmup S] [--size B] [--bytes N] [--channels N]\n"
     "                           [--extensions LIST] [--timeout S]\n"
     "  LIST: none, all, or a comma list of sacks, fastrx, cwnd, nothrottle, nodelay,\n"
-    "        redundancy\n";
+    "        redundancy, cc\n";
 
 // CLOCK_MONOTONIC as the other peers stamp: one machine, so now minus the stamp is one-way.
 std::uint64_t now_ns() {
@@ -76,11 +77,13 @@ struct Options {
 
 bool parse_extensions(const std::string& list, tern::HostOptions& h) {
   h.selective_acks = h.fast_retransmit = h.congestion_window = h.nodelay = h.redundancy = false;
+  h.congestion_control = false;
   h.delivery_modes = false;  // not used here: no hello unless an extension asks for one
   h.throttle_reliable_window = true;
   if (list == "none") return true;
   if (list == "all") {
     h.selective_acks = h.fast_retransmit = h.congestion_window = h.nodelay = h.redundancy = true;
+    h.congestion_control = true;
     return true;
   }
   std::string_view rest = list;
@@ -100,6 +103,8 @@ bool parse_extensions(const std::string& list, tern::HostOptions& h) {
       h.nodelay = true;
     } else if (item == "redundancy") {
       h.redundancy = true;
+    } else if (item == "cc") {
+      h.congestion_control = true;
     } else {
       return false;
     }

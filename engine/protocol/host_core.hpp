@@ -69,8 +69,8 @@ struct HostConfig {
   // Tern's selective acks (WIRE.md, "Extensions"): offered in a hello with every connect and
   // accepted from connecting Tern peers. Where both sides agree, one command acknowledges up
   // to 33 reliable commands of a channel instead of one each. A plain ENet peer never sees
-  // more than the hello, which it ignores. false (with delivery_modes and nodelay off too): behave
-  // exactly as ENet (no hello).
+  // more than the hello, which it ignores. false (with delivery_modes, nodelay and
+  // congestion_control off too): behave exactly as ENet (no hello).
   bool selective_acks = true;
   // A message delivered straight from its datagram (whole, and in order or not ordered)
   // arrives as a view of the datagram's bytes (Event::lent) instead of a copy in a Packet.
