@@ -41,7 +41,23 @@ constexpr std::uint64_t kMinRttLifetimeMs = 10000;
 constexpr std::uint64_t kNoRound = ~std::uint64_t{0};
 }  // namespace
 
-inline bool HostCore::Impl::cc_on(const Peer& p) { return p.extra != nullptr && p.extra->cc.on; }
+inline bool HostCore::Impl::cc_on(const Peer& p) { return p.congestion_control; }
+
+// The model, once the first bulk message started it (null before, and where not agreed).
+inline CongestionState* HostCore::Impl::cc_model(const Peer& p) {
+  return p.congestion_control && p.extra != nullptr && p.extra->cc.on ? &p.extra->cc : nullptr;
+}
+
+// Taken with the first bulk message: a PeerExtra from its pool, once per connection.
+inline CongestionState& HostCore::Impl::cc_start(Peer& p) {
+  CongestionState& s = extra(p).cc;
+  if (!s.on) {
+    s = CongestionState{};
+    s.on = true;
+    s.round_start_ms = kNoRound;
+  }
+  return s;
+}
 
 inline std::uint32_t HostCore::Impl::cc_offered() const {
   return config.congestion_control ? kFeatureCongestion : 0;
@@ -53,16 +69,13 @@ inline std::uint32_t HostCore::Impl::cc_agreed(const Peer& p) const {
 
 // Both sides must want it: each side's window is the other's receive buffer.
 inline void HostCore::Impl::cc_on_agreed(Peer& p, std::uint32_t agreed) {
-  if (!config.congestion_control || (agreed & kFeatureCongestion) == 0) return;
-  CongestionState& s = extra(p).cc;
-  s = CongestionState{};
-  s.on = true;
-  s.round_start_ms = kNoRound;
+  p.congestion_control = config.congestion_control && (agreed & kFeatureCongestion) != 0;
 }
 
 inline void HostCore::Impl::cc_on_rtt(Peer& p, std::uint32_t rtt) {
-  if (!cc_on(p)) return;
-  CongestionState& s = p.extra->cc;
+  CongestionState* m = cc_model(p);
+  if (m == nullptr) return;
+  CongestionState& s = *m;
   if (s.min_rtt_ms == 0 || rtt <= s.min_rtt_ms || now_ms - s.min_rtt_stamp_ms > kMinRttLifetimeMs) {
     s.min_rtt_ms = rtt;
     s.min_rtt_stamp_ms = now_ms;
@@ -70,14 +83,17 @@ inline void HostCore::Impl::cc_on_rtt(Peer& p, std::uint32_t rtt) {
 }
 
 inline void HostCore::Impl::cc_on_acked(Peer& p, const OutCmd& c) {
-  if (cc_on(p) && c.has_payload()) p.extra->cc.delivered += c.fragment_length;
+  if (CongestionState* s = cc_model(p); s != nullptr && c.has_payload()) {
+    s->delivered += c.fragment_length;
+  }
 }
 
 // Once per datagram of acks: close the round if it lasted a min RTT, take its delivery rate
 // into the bandwidth filter, move the phase.
 inline void HostCore::Impl::cc_after_acks(Peer& p) {
-  if (!cc_on(p)) return;
-  CongestionState& s = p.extra->cc;
+  CongestionState* m = cc_model(p);
+  if (m == nullptr) return;
+  CongestionState& s = *m;
   if (s.round_start_ms == kNoRound) {
     s.round_start_ms = now_ms;
     s.round_delivered = s.delivered;
@@ -110,7 +126,7 @@ inline void HostCore::Impl::cc_after_acks(Peer& p) {
 }
 
 inline void HostCore::Impl::cc_update_model(Peer& p) {
-  CongestionState& s = p.extra->cc;
+  CongestionState& s = *cc_model(p);
   const std::uint32_t mtu = p.mtu;
   if (s.bandwidth == 0 || s.min_rtt_ms == 0) {
     // No estimate yet: ten MTUs (TCP's initial window, RFC 6928) paced over the RTT the
@@ -149,8 +165,13 @@ inline void HostCore::Impl::cc_update_model(Peer& p) {
 
 // May a bulk command of `c` go now? Counts what held it back; a paced peer's timer wakes it.
 inline bool HostCore::Impl::cc_allows(Peer& p, const PeerQueues& q, const OutCmd& c) {
-  CongestionState& s = p.extra->cc;
-  if (s.pacing_rate == 0) cc_update_model(p);
+  CongestionState& s = cc_start(p);
+  if (s.pacing_rate == 0) {
+    // The RTT samples before bulk started: the handshake's and the pings'.
+    s.min_rtt_ms = p.lowest_rtt;
+    s.min_rtt_stamp_ms = now_ms;
+    cc_update_model(p);
+  }
   const std::uint32_t window = std::min(s.cwnd, q.congestion_window);
   if (q.reliable_data_in_transit + c.fragment_length > std::max<std::uint32_t>(window, p.mtu)) {
     ++counters.cwnd_limited;
@@ -165,7 +186,7 @@ inline bool HostCore::Impl::cc_allows(Peer& p, const PeerQueues& q, const OutCmd
 }
 
 inline void HostCore::Impl::cc_paced_sent(Peer& p, const OutCmd& c) {
-  CongestionState& s = p.extra->cc;
+  CongestionState& s = *cc_model(p);  // cc_allows started it
   const std::uint64_t cost =
       std::uint64_t{static_cast<std::uint32_t>(c.wire_size())} * 1'000'000 / s.pacing_rate;
   s.pace_next_us = std::max(s.pace_next_us, now_us) + cost;
@@ -173,8 +194,9 @@ inline void HostCore::Impl::cc_paced_sent(Peer& p, const OutCmd& c) {
 
 // When the pacer lets a waiting peer's bulk go again (kNever: nothing waits).
 inline std::uint64_t HostCore::Impl::cc_wake_ms(const Peer& p) const {
-  if (!cc_on(p) || !p.extra->cc.pace_waiting || p.outgoing_reliable_empty()) return kNever;
-  const std::uint64_t at = p.extra->cc.pace_next_us - kPaceSlackUs;
+  const CongestionState* s = cc_model(p);
+  if (s == nullptr || !s->pace_waiting || p.outgoing_reliable_empty()) return kNever;
+  const std::uint64_t at = s->pace_next_us - kPaceSlackUs;
   return std::max<std::uint64_t>((at + 999) / 1000, now_ms + 1);
 }
 

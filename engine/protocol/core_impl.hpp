@@ -535,6 +535,8 @@ struct HostCore::Impl {
 
   // ---- congestion_control.cpp: extension: bandwidth and RTT model, pacing, express queue ----
   static bool cc_on(const Peer& p);
+  static CongestionState* cc_model(const Peer& p);
+  CongestionState& cc_start(Peer& p);
   std::uint32_t cc_offered() const;
   std::uint32_t cc_agreed(const Peer& p) const;
   void cc_on_agreed(Peer& p, std::uint32_t agreed);

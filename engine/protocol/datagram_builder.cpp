@@ -170,10 +170,11 @@ inline bool HostCore::Impl::waits_for_reliable(const Peer& p, const OutCmd* u) c
 inline void HostCore::Impl::write_commands(Peer& p, Build& b) {
   if (p.queues == nullptr) return;
   PeerQueues& q = *p.queues;
-  if (cc_on(p)) {
-    p.extra->cc.pace_waiting = false;  // set again if the pacer holds bulk back
+  CongestionState* cc = cc_model(p);
+  if (cc != nullptr) {
+    cc->pace_waiting = false;  // set again if the pacer holds bulk back
     // Out of bulk to send: this round's delivery rate says what the application offered.
-    if (q.outgoing_reliable.empty()) p.extra->cc.round_app_limited = true;
+    if (q.outgoing_reliable.empty()) cc->round_app_limited = true;
   }
   bool reliable_blocked = false;
   while (true) {
@@ -181,7 +182,7 @@ inline void HostCore::Impl::write_commands(Peer& p, Build& b) {
     OutCmd* u = q.outgoing_unreliable.front();
     if (u != nullptr && reliable_blocked && waits_for_reliable(p, u)) u = nullptr;
     if (r == nullptr && u == nullptr) {
-      if (cc_on(p) && q.outgoing_reliable.empty()) p.extra->cc.round_app_limited = true;
+      if (cc != nullptr && q.outgoing_reliable.empty()) cc->round_app_limited = true;
       return;
     }
     Wrote w;

@@ -428,9 +428,9 @@ bool HostCore::peer_stats(PeerHandle peer, PeerStats& out) const {
   out.redundancy = p->redundancy;
   out.redundancy_k = impl_->redundancy_k(*p);
   out.redundancy_loss = Impl::redundancy_loss(*p);
-  if (Impl::cc_on(*p)) {
-    const CongestionState& cc = p->extra->cc;
-    out.congestion_control = true;
+  out.congestion_control = p->congestion_control;
+  if (const CongestionState* m = Impl::cc_model(*p)) {
+    const CongestionState& cc = *m;
     out.cc_bandwidth = cc.bandwidth;
     out.cc_min_rtt_ms = cc.min_rtt_ms;
     out.cc_cwnd = cc.cwnd;

@@ -243,12 +243,12 @@ enum Stat : std::uint8_t {
   kStatCount
 };
 
-// Congestion control (congestion_control.cpp), in PeerExtra: taken when the hello agrees it,
-// and kept while the connection idles so the estimates survive a quiet spell.
+// Congestion control (congestion_control.cpp), in PeerExtra: started with the first bulk
+// message, and kept while the connection idles so the estimates survive a quiet spell.
 inline constexpr std::size_t kCcBandwidthRounds = 10;
 struct CongestionState {
   enum Phase : std::uint8_t { startup, drain, probe_bw };
-  bool on = false;            // agreed in the hello
+  bool on = false;            // started (Peer::congestion_control says agreed)
   bool pace_waiting = false;  // bulk is held until pace_next_us (the peer's timer wakes it)
   bool round_app_limited = false;
   Phase phase = startup;
@@ -381,6 +381,9 @@ struct Peer {
   bool intake_held : 1 = false;
   // A datagram arrived since the last retransmission timeout (check_timeouts).
   bool heard_since_timeout : 1 = false;
+  // Congestion control agreed in the hello (its model, PeerExtra::cc, is taken with the first
+  // bulk message, so a connection that only carries small messages stays without a PeerExtra).
+  bool congestion_control : 1 = false;
 
   bool connected_like() const {
     return state == PeerState::connected || state == PeerState::disconnect_later;
@@ -403,6 +406,8 @@ struct Peer {
 
 // Peers live in chunks that never move (timers and handles point into them), without a heap
 // block per peer. Slots are handed out in order; freed ones are reused through free_slots.
+static_assert(sizeof(Peer) == 216, "every connected peer pays for Peer (tern-idle-memory)");
+
 class PeerSlab {
  public:
   static constexpr std::uint32_t kShift = 8;
