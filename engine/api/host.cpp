@@ -56,6 +56,7 @@ proto::HostConfig to_config(const HostOptions& o, std::uint64_t seed) {
   c.redundancy = o.redundancy;
   c.redundancy_max_k = o.redundancy_max_k;
   c.redundancy_budget_percent = o.redundancy_budget_percent;
+  c.redundancy_high_loss_budget_percent = o.redundancy_high_loss_budget_percent;
   c.redundancy_ack_repeats = o.redundancy_ack_repeats;
   c.congestion_control = o.congestion_control;
   c.cc_express_bytes = o.cc_express_bytes;

@@ -516,6 +516,7 @@ struct HostCore::Impl {
   void redundancy_on_agreed(Peer& p, std::uint32_t agreed);
   void redundancy_sample(Peer& p, bool lost);
   std::uint32_t redundancy_k(const Peer& p) const;
+  std::uint32_t redundancy_budget(const Peer& p) const;
   static std::uint32_t redundancy_loss(const Peer& p);
   void redundancy_on_reliable_arrival(Peer& p, std::uint16_t gap);
   void redundancy_on_base_acked(Peer& p, const OutCmd& c, std::uint16_t echoed);

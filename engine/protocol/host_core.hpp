@@ -144,6 +144,9 @@ struct HostConfig {
   bool redundancy = false;
   std::uint32_t redundancy_max_k = 3;            // at most 8 are used
   std::uint32_t redundancy_budget_percent = 30;  // at most 100 is used
+  // The budget at 20% measured loss and above (linear from redundancy_budget_percent at 5%):
+  // there a copy saves a round trip or two per loss, and most of the p99.
+  std::uint32_t redundancy_high_loss_budget_percent = 100;
   std::uint32_t redundancy_ack_repeats = 2;
   // Congestion control with pacing (WIRE.md, "Extensions"; negotiated, both sides must turn
   // it on). Between Tern peers that agree, the sender estimates the path's bottleneck

@@ -101,6 +101,7 @@ struct HostOptions {
   bool redundancy = false;
   std::uint32_t redundancy_max_k = 3;
   std::uint32_t redundancy_budget_percent = 30;
+  std::uint32_t redundancy_high_loss_budget_percent = 100;  // at 20% loss, linear from 5%
   std::uint32_t redundancy_ack_repeats = 2;
   // Congestion control with pacing between Tern peers (both must leave it on): a BBR-like
   // model of the path's bandwidth and RTT paces bulk reliable data and sizes its window (past
