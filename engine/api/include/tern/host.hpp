@@ -97,7 +97,8 @@ struct HostOptions {
   // Adaptive redundancy between Tern peers (both must turn it on): each datagram carries again
   // the last K unacknowledged reliable messages and repeats recent ack ranges; K follows the
   // measured loss (0 on a clean path) up to redundancy_max_k, and the extra bytes stay within
-  // redundancy_budget_percent of the rest.
+  // redundancy_budget_percent of the rest up to 5% measured loss, rising to
+  // redundancy_high_loss_budget_percent at 20%.
   bool redundancy = false;
   std::uint32_t redundancy_max_k = 3;
   std::uint32_t redundancy_budget_percent = 30;
