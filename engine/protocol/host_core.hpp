@@ -140,8 +140,8 @@ struct HostConfig {
   // follows the loss this connection measures (0 while it sees none) up to
   // `redundancy_max_k`; the extra bytes never exceed the budget, a percentage of the bytes
   // the datagrams carry without them: `redundancy_budget_percent` up to 5% measured loss,
-  // rising to `redundancy_high_loss_budget_percent` at 20%. Needs selective_acks on both sides to measure loss from
-  // acknowledgements and to repeat them.
+  // rising to `redundancy_high_loss_budget_percent` at 20%. Needs selective_acks on both
+  // sides to measure loss from acknowledgements and to repeat them.
   bool redundancy = false;
   std::uint32_t redundancy_max_k = 3;            // at most 8 are used
   std::uint32_t redundancy_budget_percent = 30;  // at most 100 is used
