@@ -9,8 +9,8 @@
 // not scale the reliable window), nodelay (KCP's: x1.5 backoff, resend after two later acks,
 // no throttle on the reliable window), redundancy (copies of what is unacknowledged and
 // repeated ack ranges while loss is measured, within a 30% byte budget), cc (congestion control:
-// bulk paced at the estimated bandwidth, a window past ENet's 64 KiB), flatbudget (redundancy's
-// budget stays at 30% however high the loss; by default it rises to 100% at 20%). Both sides take
+// bulk paced at the estimated bandwidth, a window past ENet's 64 KiB), hibudget (redundancy's
+// budget rises with the measured loss to 100% at 20%; by default it stays at 30%). Both sides take
 // the same list; sacks, nodelay, redundancy and cc show on the wire (in the hello).
 //
 // Messages (warm-up ones too), the receiver's JSON report and the ending are those of
@@ -47,7 +47,7 @@ constexpr const char* kUsage =
     "                           [--duration S] [--warmup S] [--size B] [--bytes N] [--channels N]\n"
     "                           [--extensions LIST] [--timeout S]\n"
     "  LIST: none, all, or a comma list of sacks, fastrx, cwnd, nothrottle, nodelay,\n"
-    "        redundancy, cc, flatbudget\n";
+    "        redundancy, cc, hibudget\n";
 
 // CLOCK_MONOTONIC as the other peers stamp: one machine, so now minus the stamp is one-way.
 std::uint64_t now_ns() {
@@ -106,8 +106,8 @@ bool parse_extensions(const std::string& list, tern::HostOptions& h) {
       h.redundancy = true;
     } else if (item == "cc") {
       h.congestion_control = true;
-    } else if (item == "flatbudget") {  // redundancy's budget stays 30% at any loss
-      h.redundancy_high_loss_budget_percent = h.redundancy_budget_percent;
+    } else if (item == "hibudget") {  // redundancy's budget rises to 100% at 20% loss
+      h.redundancy_high_loss_budget_percent = 100;
     } else {
       return false;
     }

@@ -237,10 +237,8 @@ TEST_F(Redundancy, ExactDeliveryUnderLossReorderingAndDuplication) {
 TEST_F(Redundancy, TheBudgetHoldsAndCopiesRepairLosses) {
   HostOptions full = with_redundancy();
   full.redundancy_budget_percent = 100;
-  HostOptions flat = with_redundancy();
-  flat.redundancy_high_loss_budget_percent = 30;  // the measured loss wanders past 5%
   Pair& without = add_pair(with_redundancy(false), with_redundancy(false));
-  Pair& with = add_pair(flat, flat);
+  Pair& with = add_pair(with_redundancy(), with_redundancy());
   Pair& lavish = add_pair(full, full);
   const std::array<Pair*, 3> pairs{&without, &with, &lavish};
   connect_all();
@@ -317,18 +315,19 @@ TEST_F(Redundancy, TheBudgetHoldsAndCopiesRepairLosses) {
 
 namespace {
 
-// The same stream at 20% loss each way, two pairs: redundancy's budget held at 30%, and the
-// default that rises with the measured loss (100% from 20%). With the flat budget a message
+// The same stream at 20% loss each way, two pairs: redundancy's budget held at 30% (the
+// default), and one that rises with the measured loss (redundancy_high_loss_budget_percent
+// 100: 100% from an estimate of 20%). With the flat budget a message
 // whose datagram is lost mostly waits a round trip for its resend, and one in five of those
 // resends is lost again; the rising budget copies most messages into the next datagram, so
 // far fewer wait past a round trip and the p99 falls, for more bytes (at most twice).
 class RedundancyHighLoss : public SimPairs {};
 
 TEST_F(RedundancyHighLoss, TheBudgetRisesWithTheLossAndCutsTheTail) {
-  HostOptions flat = with_redundancy();
-  flat.redundancy_high_loss_budget_percent = flat.redundancy_budget_percent;
-  Pair& held = add_pair(flat, flat);
-  Pair& rising = add_pair(with_redundancy(), with_redundancy());
+  HostOptions high = with_redundancy();
+  high.redundancy_high_loss_budget_percent = 100;
+  Pair& held = add_pair(with_redundancy(), with_redundancy());
+  Pair& rising = add_pair(high, high);
   const std::array<Pair*, 2> pairs{&held, &rising};
   connect_all();
   net_.set_default_link(link_with(0.2, 25'000));

@@ -97,12 +97,13 @@ struct HostOptions {
   // Adaptive redundancy between Tern peers (both must turn it on): each datagram carries again
   // the last K unacknowledged reliable messages and repeats recent ack ranges; K follows the
   // measured loss (0 on a clean path) up to redundancy_max_k, and the extra bytes stay within
-  // redundancy_budget_percent of the rest up to 5% measured loss, rising to
-  // redundancy_high_loss_budget_percent at 20%.
+  // redundancy_budget_percent of the rest, or, with redundancy_high_loss_budget_percent above
+  // it, a budget rising with the measured loss to that at 20% (fewer late messages at heavy
+  // loss, more bytes at moderate loss).
   bool redundancy = false;
   std::uint32_t redundancy_max_k = 3;
   std::uint32_t redundancy_budget_percent = 30;
-  std::uint32_t redundancy_high_loss_budget_percent = 100;  // at 20% loss, linear from 5%
+  std::uint32_t redundancy_high_loss_budget_percent = 30;
   std::uint32_t redundancy_ack_repeats = 2;
   // Congestion control with pacing between Tern peers (both must leave it on): a BBR-like
   // model of the path's bandwidth and RTT paces bulk reliable data and sizes its window (past
