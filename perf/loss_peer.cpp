@@ -16,8 +16,10 @@
 // not scale the reliable window), nodelay (KCP's: x1.5 backoff, resend after two later acks,
 // no throttle on the reliable window), redundancy (copies of what is unacknowledged and
 // repeated ack ranges while loss is measured, within a 30% byte budget), blocks (large blocks
-// as paced slices). Both sides take the same list; sacks, nodelay, redundancy and blocks show
-// on the wire (in the hello). "all" is every one of them.
+// as paced slices), cc (congestion control: bulk paced at the estimated bandwidth, a window past
+// ENet's 64 KiB), hibudget (redundancy's budget rises with the measured loss to 100% at 20%; by
+// default it stays at 30%). Both sides take the same list; sacks, nodelay, redundancy, blocks and
+// cc show on the wire (in the hello).
 //
 // Messages (warm-up ones too), the receiver's JSON report and the ending are those of
 // perf/reference/enet_loss_peer.c, whose header describes them, so that the three stacks are
@@ -53,7 +55,7 @@ constexpr const char* kUsage =
     "                           [--duration S] [--warmup S] [--size B] [--bytes N] [--channels N]\n"
     "                           [--block-bytes N] [--extensions LIST] [--timeout S]\n"
     "  LIST: none, all, or a comma list of sacks, fastrx, cwnd, nothrottle, nodelay,\n"
-    "        redundancy, blocks\n";
+    "        redundancy, blocks, cc, hibudget\n";
 
 // CLOCK_MONOTONIC as the other peers stamp: one machine, so now minus the stamp is one-way.
 std::uint64_t now_ns() {
@@ -86,6 +88,7 @@ struct Options {
 
 bool parse_extensions(const std::string& list, tern::HostOptions& h) {
   h.selective_acks = h.fast_retransmit = h.congestion_window = h.nodelay = h.redundancy = false;
+  h.congestion_control = false;
   h.delivery_modes = false;  // not used here: no hello unless an extension asks for one
   h.blocks = false;
   h.throttle_reliable_window = true;
@@ -93,6 +96,7 @@ bool parse_extensions(const std::string& list, tern::HostOptions& h) {
   if (list == "all") {
     h.selective_acks = h.fast_retransmit = h.congestion_window = h.nodelay = h.redundancy = true;
     h.blocks = true;
+    h.congestion_control = true;
     return true;
   }
   std::string_view rest = list;
@@ -114,6 +118,10 @@ bool parse_extensions(const std::string& list, tern::HostOptions& h) {
       h.redundancy = true;
     } else if (item == "blocks") {
       h.blocks = true;
+    } else if (item == "cc") {
+      h.congestion_control = true;
+    } else if (item == "hibudget") {  // redundancy's budget rises to 100% at 20% loss
+      h.redundancy_high_loss_budget_percent = 100;
     } else {
       return false;
     }

@@ -680,6 +680,7 @@ int run(const Config& config) {
     o.host.fast_retransmit = config.fast_retransmit;
     o.host.nodelay = config.nodelay;
     o.host.redundancy = config.redundancy;
+    o.host.congestion_control = config.congestion_control;
     o.host.congestion_window = config.congestion_window;
     o.host.min_rto_ms = config.min_rto_ms;
     o.host.max_queued = config.max_queued;

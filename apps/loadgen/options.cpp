@@ -15,7 +15,8 @@ const char* const kUsage =
     "                    [--driver socket|uring|dpdk] [--idle wait|busy] [--timeout-ms T]\n"
     "                    [--ack-delay-ms D] [--checksum] [--selective-acks on|off]\n"
     "                    [--fast-retransmit on|off] [--congestion-window on|off]\n"
-    "                    [--nodelay on|off] [--redundancy on|off] [--min-rto-ms MS]\n"
+    "                    [--nodelay on|off] [--redundancy on|off] [--congestion-control on|off]\n"
+    "                    [--min-rto-ms MS]\n"
     "                    [--throttle-window on|off]\n"
     "                    [--max-queued BYTES]\n"
     "                    [--schedule S:HZ,...] [--per-second] [--json FILE]\n"
@@ -66,6 +67,9 @@ const char* const kUsage =
     "  --redundancy S      off (default); on: adaptive redundancy with a Tern server that runs it\n"
     "                      too: datagrams carry copies of unacknowledged messages and repeat\n"
     "                      ack ranges while loss is measured, within 30% more bytes\n"
+    "  --congestion-control S  on (default): with a Tern server that runs it too, bulk is paced\n"
+    "                      at the estimated bandwidth in a window past ENet's 64 KiB; small\n"
+    "                      messages go ahead of it; off: ENet's window and throttle\n"
     "  --min-rto-ms MS     retransmission timeouts never below MS (0..1000; default 200, so a\n"
     "                      stall of either side is not taken for a dead link; 0: ENet's)\n"
     "  --throttle-window S off (default): the reliable window stays as RTTs rise; on: ENet's\n"
@@ -148,6 +152,7 @@ constexpr tern::app::FlagSpec kFlags[] = {
     {"congestion-window", true},
     {"nodelay", true},
     {"redundancy", true},
+    {"congestion-control", true},
     {"min-rto-ms", true},
     {"max-queued", true},
     {"throttle-window", true},
@@ -333,6 +338,7 @@ bool parse_config(int argc, const char* const* argv, Config& c, std::string& err
       !tern::app::read_on_off(cl, "congestion-window", c.congestion_window, error) ||
       !tern::app::read_on_off(cl, "nodelay", c.nodelay, error) ||
       !tern::app::read_on_off(cl, "redundancy", c.redundancy, error) ||
+      !tern::app::read_on_off(cl, "congestion-control", c.congestion_control, error) ||
       !tern::app::read_on_off(cl, "throttle-window", c.throttle_window, error)) {
     return false;
   }

@@ -68,6 +68,7 @@ struct Config {
   bool fast_retransmit = true;     // HostConfig::fast_retransmit
   bool nodelay = false;            // HostConfig::nodelay
   bool redundancy = false;         // HostConfig::redundancy
+  bool congestion_control = true;  // HostConfig::congestion_control
   bool congestion_window = true;   // HostConfig::congestion_window
   std::uint32_t min_rto_ms = 200;  // HostConfig::min_rto_ms
   // HostConfig::max_queued for every client: payload bytes a client holds (queued, in flight,

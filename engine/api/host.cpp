@@ -56,10 +56,14 @@ proto::HostConfig to_config(const HostOptions& o, std::uint64_t seed) {
   c.redundancy = o.redundancy;
   c.redundancy_max_k = o.redundancy_max_k;
   c.redundancy_budget_percent = o.redundancy_budget_percent;
+  c.redundancy_high_loss_budget_percent = o.redundancy_high_loss_budget_percent;
   c.redundancy_ack_repeats = o.redundancy_ack_repeats;
   c.blocks = o.blocks;
   c.max_block_size = o.max_block_size;
   c.block_rate = o.block_rate;
+  c.congestion_control = o.congestion_control;
+  c.cc_express_bytes = o.cc_express_bytes;
+  c.cc_max_window = o.cc_max_window;
   c.verify_before_peer = o.verify_before_peer;
   c.half_open_capacity = o.half_open_capacity;
   c.half_open_timeout_ms = o.half_open_timeout_ms;
@@ -389,6 +393,9 @@ HostStats Host::stats() const {
   s.redundant_unreliable_sent = c.redundant_unreliable_sent;
   s.acks_repeated = c.acks_repeated;
   s.repeated_acks_useful = c.repeated_acks_useful;
+  s.paced_datagrams = c.paced_datagrams;
+  s.pacer_waits = c.pacer_waits;
+  s.cwnd_limited = c.cwnd_limited;
   s.duplicates_received = c.drops.by_reason[static_cast<std::size_t>(proto::Drop::duplicate)];
   s.dropped = c.drops.total();
   s.peers = impl_->core_.peer_count();

@@ -71,7 +71,7 @@ inline Cmd HostCore::Impl::remove_acked(Peer& p, OutCmd* found) {
         q.newest_acked_moved = true;
       }
     }
-    on_reliable_acked(q, *found);
+    on_reliable_acked(p, q, *found);
   } else {
     q.outgoing_reliable.remove(found);
   }

@@ -39,6 +39,7 @@ struct HostCore::Impl {
   std::uint64_t bandwidth_throttle_epoch = 0;
   std::uint64_t random_state;
   std::uint64_t now_ms = 0;
+  std::uint64_t now_us = 0;  // the pacer's clock (congestion_control.cpp)
   Pool<OutCmd> out_pool;
   ReleaseBatch releases;  // references put_out() let go of, dropped at the next flush()
   // Reliable commands transmitted at least once and not yet acknowledged (on sent_reliable,
@@ -90,6 +91,7 @@ struct HostCore::Impl {
     bool sent_time = false;
     bool more = false;
     bool zombie_after = false;
+    bool paced = false;  // carries bulk reliable data under the pacer
   };
   enum class Wrote { sent, blocked, full, dropped };
   std::size_t dirty_cursor = 0;  // flush() resumes its walk of `dirty` here
@@ -497,7 +499,7 @@ struct HostCore::Impl {
   void on_features_agreed(Peer& p, std::uint32_t agreed);
   static constexpr void install_extension_commands(CommandRules& rules);
   Handled handle_tern_ext(Peer& p, const Command& cmd, Arrival& arrival);
-  void on_reliable_acked(PeerQueues& q, const OutCmd& c);
+  void on_reliable_acked(Peer& p, PeerQueues& q, const OutCmd& c);
   void after_acks(Peer& p);
   void on_retransmission_timeouts(const Peer& p, PeerQueues& q, std::uint64_t first_sent_ms);
   std::uint32_t extension_send_window(const PeerQueues& q) const;
@@ -543,6 +545,7 @@ struct HostCore::Impl {
   void redundancy_on_agreed(Peer& p, std::uint32_t agreed);
   void redundancy_sample(Peer& p, bool lost);
   std::uint32_t redundancy_k(const Peer& p) const;
+  std::uint32_t redundancy_budget(const Peer& p) const;
   static std::uint32_t redundancy_loss(const Peer& p);
   void redundancy_on_reliable_arrival(Peer& p, std::uint16_t gap);
   void redundancy_on_base_acked(Peer& p, const OutCmd& c, std::uint16_t echoed);
@@ -576,6 +579,22 @@ struct HostCore::Impl {
   void congestion_window_on_timeouts(const Peer& p, PeerQueues& q, std::uint64_t first_sent_ms);
   void congestion_window_on_acked(PeerQueues& q, const OutCmd& c);
   std::uint32_t congestion_window_limit(const PeerQueues& q) const;
+
+  // ---- congestion_control.cpp: extension: bandwidth and RTT model, pacing, express queue ----
+  static bool cc_on(const Peer& p);
+  static CongestionState* cc_model(const Peer& p);
+  CongestionState& cc_start(Peer& p);
+  std::uint32_t cc_offered() const;
+  std::uint32_t cc_agreed(const Peer& p) const;
+  void cc_on_agreed(Peer& p, std::uint32_t agreed);
+  void cc_on_rtt(Peer& p, std::uint32_t rtt);
+  void cc_on_acked(Peer& p, const OutCmd& c);
+  void cc_after_acks(Peer& p);
+  void cc_update_model(Peer& p);
+  bool cc_allows(Peer& p, const PeerQueues& q, const OutCmd& c);
+  void cc_paced_sent(Peer& p, const OutCmd& c);
+  std::uint64_t cc_wake_ms(const Peer& p) const;
+  bool cc_express(const Peer& p, const Command& cmd, const Channel& ch, std::uint16_t length) const;
 
   // ---- host_core.cpp: orchestration ---------------------------------------------------
   void on_datagram(std::uint64_t now_us, const Endpoint& from, std::span<const std::byte> bytes);

@@ -79,7 +79,12 @@ inline HostCore::Impl::Wrote HostCore::Impl::write_reliable_one(Peer& p, Build& 
       return Wrote::blocked;  // the receiver may still hold the window we would reuse
     }
   }
-  if (c->has_payload()) {
+  // Congestion control replaces ENet's window and throttle for bulk; express messages pass.
+  const bool cc = cc_on(p) && c->has_payload();
+  const bool paced = cc && !c->express;
+  if (paced) {
+    if (!cc_allows(p, q, *c)) return Wrote::blocked;
+  } else if (c->has_payload() && !cc) {
     const std::uint32_t throttled = config.throttle_reliable_window && !config.nodelay
                                         ? (p.packet_throttle * p.window_size) / kPacketThrottleScale
                                         : p.window_size;
@@ -91,6 +96,11 @@ inline HostCore::Impl::Wrote HostCore::Impl::write_reliable_one(Peer& p, Build& 
     }
   }
   if (room(b) < c->wire_size()) return Wrote::full;
+  if (paced) {
+    cc_paced_sent(p, *c);
+    b.paced = true;
+    if (c->send_attempts == 0 && ch != nullptr && ch->bulk_unsent > 0) --ch->bulk_unsent;
+  }
   if (ch != nullptr && c->send_attempts < 1) {
     ch->used_reliable_windows |= static_cast<std::uint16_t>(1u << w);
     ++ch->reliable_windows[w];
@@ -173,12 +183,21 @@ inline bool HostCore::Impl::waits_for_reliable(const Peer& p, const OutCmd* u) c
 inline void HostCore::Impl::write_commands(Peer& p, Build& b) {
   if (p.queues == nullptr) return;
   PeerQueues& q = *p.queues;
+  CongestionState* cc = cc_model(p);
+  if (cc != nullptr) {
+    cc->pace_waiting = false;  // set again if the pacer holds bulk back
+    // Out of bulk to send: this round's delivery rate says what the application offered.
+    if (q.outgoing_reliable.empty()) cc->round_app_limited = true;
+  }
   bool reliable_blocked = false;
   while (true) {
     OutCmd* r = reliable_blocked ? nullptr : q.outgoing_reliable.front();
     OutCmd* u = q.outgoing_unreliable.front();
     if (u != nullptr && reliable_blocked && waits_for_reliable(p, u)) u = nullptr;
-    if (r == nullptr && u == nullptr) return;
+    if (r == nullptr && u == nullptr) {
+      if (cc != nullptr && q.outgoing_reliable.empty()) cc->round_app_limited = true;
+      return;
+    }
     Wrote w;
     if (r != nullptr && (u == nullptr || order_before(r->queue_order, u->queue_order))) {
       w = write_reliable_one(p, b, r);
@@ -222,6 +241,7 @@ inline bool HostCore::Impl::build_datagram(Peer& p, OutDatagram& dg, bool& more)
     put_command(b, hello, {});
   }
   update_packet_loss(p);
+  if (b.paced) ++counters.paced_datagrams;
 
   // Lay the header down right before the commands (2, 4, 6 or 8 bytes).
   const std::size_t hsize = header_size(b.sent_time, config.checksum);

@@ -12,7 +12,7 @@ namespace tern::proto {
 // What a connecting hello offers.
 inline std::uint32_t HostCore::Impl::local_features() const {
   return selective_acks_offered() | nodelay_offered() | delivery_modes_offered() |
-         redundancy_offered() | blocks_offered();
+         redundancy_offered() | blocks_offered() | cc_offered();
 }
 
 // What a hello may name that we take up: what we offer, and what we honour for the other side
@@ -24,7 +24,7 @@ inline std::uint32_t HostCore::Impl::understood_features() const {
 // The features a hello's answer names for this connection (the server's VERIFY side).
 inline std::uint32_t HostCore::Impl::agreed_features(const Peer& p) const {
   return selective_acks_agreed(p) | nodelay_agreed(p) | delivery_modes_agreed(p) |
-         redundancy_agreed(p) | blocks_agreed(p);
+         redundancy_agreed(p) | blocks_agreed(p) | cc_agreed(p);
 }
 
 // What agreed_features names for a connection once on_features_agreed took `agreed`, without a
@@ -34,6 +34,7 @@ inline std::uint32_t HostCore::Impl::answer_features(std::uint32_t agreed) const
   std::uint32_t out = agreed & (kFeatureSelectiveAcks | kFeatureDeliveryModes | kFeatureBlocks);
   if ((agreed & kFeatureNodelay) != 0 || config.nodelay) out |= kFeatureNodelay;
   if (config.redundancy && (agreed & kFeatureRedundancy) != 0) out |= kFeatureRedundancy;
+  if (config.congestion_control && (agreed & kFeatureCongestion) != 0) out |= kFeatureCongestion;
   return out;
 }
 
@@ -43,6 +44,7 @@ inline void HostCore::Impl::on_features_agreed(Peer& p, std::uint32_t agreed) {
   delivery_modes_on_agreed(p, agreed);
   redundancy_on_agreed(p, agreed);
   blocks_on_agreed(p, agreed);
+  cc_on_agreed(p, agreed);
 }
 
 // ---- commands: the extensions' rules in the command table (command_table.cpp) -------------
@@ -76,13 +78,17 @@ inline Handled HostCore::Impl::handle_tern_ext(Peer& p, const Command& cmd, Arri
 // ---- acknowledgements (ack_ledger.cpp) ----------------------------------------------------
 
 // A reliable command in flight was acknowledged, before it is freed.
-inline void HostCore::Impl::on_reliable_acked(PeerQueues& q, const OutCmd& c) {
+inline void HostCore::Impl::on_reliable_acked(Peer& p, PeerQueues& q, const OutCmd& c) {
   congestion_window_on_acked(q, c);
+  cc_on_acked(p, c);
 }
 
 // A datagram's commands have all been handled (host_core.cpp, after_datagram): its acks
 // may have shown commands in flight to be lost.
-inline void HostCore::Impl::after_acks(Peer& p) { fast_retransmit_after_acks(p); }
+inline void HostCore::Impl::after_acks(Peer& p) {
+  fast_retransmit_after_acks(p);
+  cc_after_acks(p);
+}
 
 // ---- retransmission (retransmit.cpp) ------------------------------------------------------
 

@@ -519,6 +519,7 @@ inline Handled HostCore::Impl::handle_verify_connect(Peer& p, const Command& cmd
 inline PeerHandle HostCore::Impl::connect(std::uint64_t now_us, const Endpoint& to,
                                           std::size_t channel_count, std::uint32_t data) {
   now_ms = now_us / 1000;
+  this->now_us = now_us;
   // Several connections to one server are fine (ENet allows them); each gets its own ID.
   if (peer_count >= config.peer_limit) return PeerHandle{};
   Peer* pp = allocate_peer(to, static_cast<std::uint16_t>(next_client_peer_id++ % kMaxPeerId));

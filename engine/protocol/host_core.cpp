@@ -10,6 +10,7 @@
 #include "ack_ledger.cpp"
 #include "blocks.cpp"
 #include "command_table.cpp"
+#include "congestion_control.cpp"
 #include "congestion_window.cpp"
 #include "datagram_builder.cpp"
 #include "delivery_modes.cpp"
@@ -41,6 +42,7 @@ constinit const HostCore::Impl::CommandRules HostCore::Impl::kCommandRules = mak
 inline void HostCore::Impl::on_datagram(std::uint64_t now_us, const Endpoint& from,
                                         std::span<const std::byte> bytes) {
   now_ms = now_us / 1000;
+  this->now_us = now_us;
   ++counters.datagrams_in;
   counters.bytes_in += bytes.size();
   DecodedHeader dh;
@@ -192,6 +194,7 @@ inline void HostCore::Impl::prefetch_dirty(std::size_t at) {
 
 inline std::size_t HostCore::Impl::flush(std::uint64_t now_us, std::span<OutDatagram> out) {
   now_ms = now_us / 1000;
+  this->now_us = now_us;
   releases.flush();
   std::size_t n = 0;
   while (!farewells.empty() && n < out.size()) {
@@ -461,6 +464,14 @@ bool HostCore::peer_stats(PeerHandle peer, PeerStats& out) const {
   out.redundancy = p->redundancy;
   out.redundancy_k = impl_->redundancy_k(*p);
   out.redundancy_loss = Impl::redundancy_loss(*p);
+  out.congestion_control = p->congestion_control;
+  if (const CongestionState* m = Impl::cc_model(*p)) {
+    const CongestionState& cc = *m;
+    out.cc_bandwidth = cc.bandwidth;
+    out.cc_min_rtt_ms = cc.min_rtt_ms;
+    out.cc_cwnd = cc.cwnd;
+    out.cc_pacing_rate = cc.pacing_rate;
+  }
   if (const PeerQueues* q = p->queues) {
     out.reliable_in_transit = q->reliable_data_in_transit;
     out.queued_outgoing =

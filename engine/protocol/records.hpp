@@ -68,6 +68,9 @@ struct alignas(64) OutCmd {
   // Part of a message sent with a receipt (PeerExtra::receipts).
   bool receipt = false;
   Priority priority = Priority::medium;
+  // Congestion control: a small reliable message queued ahead of bulk, past the pacer and
+  // the window (HostConfig::cc_express_bytes).
+  bool express = false;
 
   Cmd type() const { return static_cast<Cmd>(command & kCommandMask); }
   bool needs_ack() const { return (command & kFlagAcknowledge) != 0; }
@@ -181,6 +184,9 @@ struct Channel {
   // The newest reliable-sequenced message delivered (as a sequence number; it counts only
   // while ahead of in_reliable_seq).
   std::uint16_t in_sequenced_newest = 0;
+  // Congestion control: reliable commands queued and never sent that are not express; while
+  // any wait, a small message of the channel queues behind them (its sequence order).
+  std::uint32_t bulk_unsent = 0;
   IntrusiveList<InCmd> in_reliable;
   IntrusiveList<InCmd> in_unreliable;
 };
@@ -292,6 +298,30 @@ struct BlockState {
   std::uint16_t next_id = 0;
   std::uint8_t rotate = 0;  // which block's slices go first in the next datagram
   bool acks_owed = false;
+// Congestion control (congestion_control.cpp), in PeerExtra: started with the first bulk
+// message, and kept while the connection idles so the estimates survive a quiet spell.
+inline constexpr std::size_t kCcBandwidthRounds = 10;
+struct CongestionState {
+  enum Phase : std::uint8_t { startup, drain, probe_bw };
+  bool on = false;            // started (Peer::congestion_control says agreed)
+  bool pace_waiting = false;  // bulk is held until pace_next_us (the peer's timer wakes it)
+  bool round_app_limited = false;
+  Phase phase = startup;
+  std::uint8_t round_slot = 0;      // bandwidth[] slot of the current round
+  std::uint8_t full_bw_rounds = 0;  // rounds in startup without 25% more bandwidth
+  std::uint8_t cycle = 0;           // probe_bw's place in its eight gains
+  std::uint64_t pace_next_us = 0;   // when the next bulk byte may go
+  std::uint64_t delivered = 0;      // reliable payload bytes acknowledged, ever
+  std::uint64_t round_delivered = 0;
+  std::uint64_t round_start_ms = 0;
+  std::uint64_t min_rtt_stamp_ms = 0;
+  std::uint64_t cycle_start_ms = 0;
+  std::uint32_t min_rtt_ms = 0;  // 0: no sample yet
+  std::uint32_t bandwidth = 0;   // bottleneck estimate, bytes/s (max of bandwidth[])
+  std::uint32_t full_bw = 0;
+  std::uint32_t cwnd = 0;         // set by the first cc_update_model
+  std::uint32_t pacing_rate = 0;  // bytes/s, 0 until the first estimate
+  std::array<std::uint32_t, kCcBandwidthRounds> bandwidth_rounds{};
 };
 
 // Rarely needed per-connection state: settings that differ from the host's defaults, bandwidth
@@ -318,6 +348,7 @@ struct PeerExtra {
   // bytes of copies and repeats it may still send.
   std::uint16_t redundancy_loss = 0;
   std::uint16_t redundancy_credit = 0;
+  CongestionState cc;
   // Messages sent with a receipt and not yet wholly acknowledged, in send order.
   struct Receipt {
     std::uint32_t id;
@@ -409,6 +440,9 @@ struct Peer {
   bool intake_held : 1 = false;
   // A datagram arrived since the last retransmission timeout (check_timeouts).
   bool heard_since_timeout : 1 = false;
+  // Congestion control agreed in the hello (its model, PeerExtra::cc, is taken with the first
+  // bulk message, so a connection that only carries small messages stays without a PeerExtra).
+  bool congestion_control : 1 = false;
 
   bool connected_like() const {
     return state == PeerState::connected || state == PeerState::disconnect_later;
@@ -431,6 +465,8 @@ struct Peer {
 
 // Peers live in chunks that never move (timers and handles point into them), without a heap
 // block per peer. Slots are handed out in order; freed ones are reused through free_slots.
+static_assert(sizeof(Peer) == 216, "every connected peer pays for Peer (tern-idle-memory)");
+
 class PeerSlab {
  public:
   static constexpr std::uint32_t kShift = 8;

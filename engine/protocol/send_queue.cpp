@@ -28,6 +28,7 @@ inline void HostCore::Impl::clear_queues(Peer& p) {
   for_each_channel(p, [&](Channel& ch) {
     while (InCmd* c = ch.in_reliable.pop_front()) release_in(p, c);
     while (InCmd* c = ch.in_unreliable.pop_front()) release_in(p, c);
+    ch.bulk_unsent = 0;
   });
 }
 
@@ -90,7 +91,25 @@ inline void HostCore::Impl::queue_outgoing(Peer& p, const Command& cmd, Packet p
     }
     default: break;
   }
-  schedule_outgoing(q, oc);
+  if (cmd.needs_ack()) {
+    Channel* ch = cmd.channel_id == kSystemChannel || !oc->has_payload() || !cc_on(p)
+                      ? nullptr
+                      : &channel(p, cmd.channel_id);
+    if (ch != nullptr && cc_express(p, cmd, *ch, length)) {
+      // Ahead of bulk (and of its resends), behind the express messages queued before it.
+      oc->express = true;
+      OutCmd* after = nullptr;
+      for (OutCmd* c = q.outgoing_reliable.front(); c != nullptr && c->express; c = c->next_) {
+        after = c;
+      }
+      q.outgoing_reliable.insert_after(after, oc);
+    } else {
+      if (ch != nullptr) ++ch->bulk_unsent;
+      schedule_outgoing(q, oc);
+    }
+  } else {
+    schedule_outgoing(q, oc);
+  }
   mark_dirty(p);
 }
 
@@ -99,6 +118,7 @@ inline void HostCore::Impl::queue_outgoing(Peer& p, const Command& cmd, Packet p
 // resend waiting at the front). So a channel's reliable sequence numbers go out in order, as
 // ENet's reliable windows and in-order delivery need, and what priority reorders is only
 // messages of different channels (and a channel's unreliable messages against another's).
+// Congestion control's express messages stay ahead of everything scheduled here.
 // Keys are RakNet's weighting by send count: a level's key advances by its step per command,
 // so under a backlog of every level, high gets 3 commands out for medium's 1 and low's 1/3,
 // and a lower level is never starved: a higher one's keys catch up with it. A level that was
@@ -119,7 +139,7 @@ inline void HostCore::Impl::schedule_outgoing(PeerQueues& q, OutCmd* oc) {
   // what is queued after its key.
   OutCmd* after = list.back();
   while (after != nullptr && order_before(key, after->queue_order) &&
-         after->channel_id != oc->channel_id && after->send_attempts == 0) {
+         after->channel_id != oc->channel_id && after->send_attempts == 0 && !after->express) {
     after = list.prev(after);
   }
   list.insert_after(after, oc);

@@ -30,6 +30,7 @@ inline bool HostCore::Impl::take_rtt_sample(Peer& p, std::uint16_t received_sent
   if (sent > now || sent < 0) return false;
   // At most 65,535 (see above), so every RTT field fits 16 bits.
   const std::uint32_t rtt = std::max<std::uint32_t>(static_cast<std::uint32_t>(now - sent), 1);
+  cc_on_rtt(p, rtt);
   std::uint32_t smoothed = p.rtt;
   std::uint32_t variance = p.rtt_variance;
   if (p.last_receive_time > 0) {

@@ -13,7 +13,7 @@ inline std::uint64_t HostCore::Impl::peer_deadline(const Peer& p) const {
   }
   if (p.has_acks() && p.queues->acks_due != 0) deadline = std::min(deadline, p.queues->acks_due);
   if (p.extra != nullptr) deadline = std::min(deadline, extension_deadline(p));
-  return deadline;
+  return std::min(deadline, cc_wake_ms(p));
 }
 
 // One timer per peer, moved in O(1) whenever its earliest deadline changes.

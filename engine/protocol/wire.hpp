@@ -131,6 +131,7 @@ inline constexpr std::uint32_t kFeatureBlocks = 1u << 6;
 inline constexpr std::size_t kBlockSliceHeader = 16;
 inline constexpr std::size_t kBlockAckData = 44;
 inline constexpr std::uint32_t kBlockAckSpan = 256;
+inline constexpr std::uint32_t kFeatureCongestion = 1u << 4;
 // An ack_range acknowledges its base sequence number and, for each set bit i of its bitfield,
 // base + 1 + i: 33 consecutive sequence numbers at most.
 inline constexpr std::uint32_t kAckRangeSpan = 33;

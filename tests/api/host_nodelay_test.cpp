@@ -36,6 +36,7 @@ TEST_F(Nodelay, TheHelloAgreesItWhenEitherSideAsks) {
   plain.selective_acks = false;  // a Tern client that behaves exactly as ENet: no hello
   plain.delivery_modes = false;
   plain.blocks = false;
+  plain.congestion_control = false;
   Pair& plain_client = add_pair(with_nodelay(), plain);
   connect_all();
   EXPECT_TRUE(agreed(*client_asks.client, client_asks.at_client));

@@ -41,6 +41,7 @@ class Receipts : public SimPairs {
 TEST_F(Receipts, EachReliableMessageOnceAckedWholeUnderLoss) {
   HostOptions plain;
   plain.selective_acks = false;
+  plain.congestion_control = false;
   plain.delivery_modes = false;
   plain.blocks = false;
   Pair& tern_peer = add_pair(HostOptions{}, HostOptions{});

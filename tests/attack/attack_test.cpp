@@ -190,6 +190,7 @@ class Attack : public ::testing::Test {
     plain.selective_acks = false;
     plain.delivery_modes = false;
     plain.blocks = false;
+    plain.congestion_control = false;
     SimHost& a = h_->add_host(name, plain);
     a.on_tx = [this, &header](SimHost&, const proto::OutDatagram& d) { learn(d, header); };
     return a;

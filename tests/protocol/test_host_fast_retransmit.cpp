@@ -77,6 +77,7 @@ class JitterLink {
 
 HostConfig sender(bool fast_retransmit, bool congestion_window = false) {
   HostConfig c;
+  c.congestion_control = false;  // ENet's window, with and without the stall window
   c.fast_retransmit = fast_retransmit;
   c.congestion_window = congestion_window;
   return c;

@@ -97,10 +97,13 @@ struct HostOptions {
   // Adaptive redundancy between Tern peers (both must turn it on): each datagram carries again
   // the last K unacknowledged reliable messages and repeats recent ack ranges; K follows the
   // measured loss (0 on a clean path) up to redundancy_max_k, and the extra bytes stay within
-  // redundancy_budget_percent of the rest.
+  // redundancy_budget_percent of the rest, or, with redundancy_high_loss_budget_percent above
+  // it, a budget rising with the measured loss to that at 20% (fewer late messages at heavy
+  // loss, more bytes at moderate loss).
   bool redundancy = false;
   std::uint32_t redundancy_max_k = 3;
   std::uint32_t redundancy_budget_percent = 30;
+  std::uint32_t redundancy_high_loss_budget_percent = 30;
   std::uint32_t redundancy_ack_repeats = 2;
   // Large blocks between Tern peers (send_block; WIRE.md, "Large blocks"): paced slices with a
   // slice-ack bitfield. A receiver holds at most max_block_size bytes of blocks in progress
@@ -108,6 +111,13 @@ struct HostOptions {
   bool blocks = true;
   std::uint32_t max_block_size = 64u << 20;
   std::uint32_t block_rate = 0;
+  // Congestion control with pacing between Tern peers (both must leave it on): a BBR-like
+  // model of the path's bandwidth and RTT paces bulk reliable data and sizes its window (past
+  // ENet's 64 KiB); reliable messages of at most cc_express_bytes go ahead of bulk, past the
+  // pacer. With plain ENet peers, ENet's throttle as before.
+  bool congestion_control = true;
+  std::uint32_t cc_express_bytes = 256;
+  std::uint32_t cc_max_window = 8u << 20;
   // The handshake under attack (proto::HostConfig; WIRE.md, "Handshake under attack"). Under a
   // flood of R CONNECTs/s a handshake's entry lives about half_open_capacity / R seconds: keep
   // that above a second, so that a client whose acknowledgement was lost completes with its
@@ -141,6 +151,9 @@ struct HostStats {
   std::uint64_t blocks_received = 0;      // large blocks delivered here
   std::uint64_t block_slices_sent = 0;    // their slices sent, resends included
   std::uint64_t block_slices_resent = 0;  // of which resends
+  std::uint64_t paced_datagrams = 0;            // datagrams with bulk data sent under the pacer
+  std::uint64_t pacer_waits = 0;                // times the pacer held bulk for a later wake-up
+  std::uint64_t cwnd_limited = 0;               // times congestion control's window held bulk back
   std::uint64_t duplicates_received = 0;  // messages received again, not delivered (duplicate)
   std::uint64_t dropped = 0;              // sum of drops_by_reason
   std::size_t peers = 0;

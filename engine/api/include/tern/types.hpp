@@ -137,6 +137,13 @@ struct PeerStats {
   bool blocks = false;                    // large blocks go to this peer as paced slices
   std::uint32_t redundancy_k = 0;         // copies each reliable command gets now (0: none)
   std::uint32_t redundancy_loss = 0;      // the loss redundancy measures, scaled by 65536
+  // Congestion control agreed with this peer, and its model: bottleneck bandwidth (bytes/s),
+  // min RTT, window and pacing rate (bytes/s); zeros before the first estimate.
+  bool congestion_control = false;
+  std::uint32_t cc_bandwidth = 0;
+  std::uint32_t cc_min_rtt_ms = 0;
+  std::uint32_t cc_cwnd = 0;
+  std::uint32_t cc_pacing_rate = 0;
 };
 
 }  // namespace tern
