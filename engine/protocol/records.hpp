@@ -298,6 +298,8 @@ struct BlockState {
   std::uint16_t next_id = 0;
   std::uint8_t rotate = 0;  // which block's slices go first in the next datagram
   bool acks_owed = false;
+};
+
 // Congestion control (congestion_control.cpp), in PeerExtra: started with the first bulk
 // message, and kept while the connection idles so the estimates survive a quiet spell.
 inline constexpr std::size_t kCcBandwidthRounds = 10;
