@@ -429,6 +429,7 @@ struct HostCore::Impl {
   static bool order_before(std::uint32_t a, std::uint32_t b) {
     return static_cast<std::int32_t>(a - b) < 0;
   }
+  std::uint32_t next_queue_key(PeerQueues& q, Priority priority);
   void schedule_outgoing(PeerQueues& q, OutCmd* oc);
   static std::uint32_t low_priority_window(const Peer& p, std::uint32_t window);
   void receipt_acked(Peer& p, const OutCmd& c);

@@ -95,9 +95,11 @@ inline void HostCore::Impl::queue_outgoing(Peer& p, const Command& cmd, Packet p
     Channel* ch = cmd.channel_id == kSystemChannel || !oc->has_payload() || !cc_on(p)
                       ? nullptr
                       : &channel(p, cmd.channel_id);
-    if (ch != nullptr && cc_express(p, cmd, *ch, length)) {
+    // Express is the default level's fast lane; a message given a priority is scheduled by it.
+    if (ch != nullptr && oc->priority == Priority::medium && cc_express(p, cmd, *ch, length)) {
       // Ahead of bulk (and of its resends), behind the express messages queued before it.
       oc->express = true;
+      oc->queue_order = next_queue_key(q, oc->priority);
       OutCmd* after = nullptr;
       for (OutCmd* c = q.outgoing_reliable.front(); c != nullptr && c->express; c = c->next_) {
         after = c;
@@ -126,13 +128,18 @@ inline void HostCore::Impl::queue_outgoing(Peer& p, const Command& cmd, Packet p
 // otherwise run ahead of the others until it caught up). Immediate's step is 0: every such
 // command sorts before every queued one of another level. With one level only the keys
 // increase with every call: the order of the calls, ENet's.
-inline void HostCore::Impl::schedule_outgoing(PeerQueues& q, OutCmd* oc) {
+inline std::uint32_t HostCore::Impl::next_queue_key(PeerQueues& q, Priority priority) {
   constexpr std::array<std::uint32_t, 4> kStep = {0, 1, 3, 9};
-  const auto level = static_cast<std::size_t>(oc->priority);
+  const auto level = static_cast<std::size_t>(priority);
   const std::uint32_t restart = q.order_floor + kStep[level];
   const std::uint32_t key =
       order_before(q.next_order[level], restart) ? restart : q.next_order[level];
   q.next_order[level] = key + kStep[level];
+  return key;
+}
+
+inline void HostCore::Impl::schedule_outgoing(PeerQueues& q, OutCmd* oc) {
+  const std::uint32_t key = next_queue_key(q, oc->priority);
   oc->queue_order = key;
   IntrusiveList<OutCmd>& list = oc->needs_ack() ? q.outgoing_reliable : q.outgoing_unreliable;
   // From the back: with one level in use the first step stops, and a message passes only
