@@ -62,6 +62,30 @@ struct HostCore::Impl {
   HalfOpenTable half_open;  // handshakes not yet acknowledged (handshake.cpp)
   SourceGuard guard;        // connect rates and bans per source (handshake.cpp)
 
+  // Offline discovery (discovery.cpp): pings and pongs waiting for the next flush, the info
+  // pongs carry, our pings still taking answers, and the answers for the application.
+  struct DiscoveryOut {
+    Endpoint to;
+    std::uint32_t nonce = 0;
+    std::uint16_t room = 0;  // info bytes the pong may carry (a ping's padding)
+    TernExtKind kind = TernExtKind::none;
+  };
+  struct DiscoveryPing {
+    std::uint32_t nonce = 0;
+    std::uint64_t sent_us = 0;
+    std::uint32_t answers = 0;
+  };
+  static constexpr std::size_t kMaxAnswersPerPing = 256;
+  static constexpr std::size_t kMaxDiscoveryAnswers = 1024;
+  std::vector<DiscoveryOut> discovery_out;
+  std::vector<std::byte> discovery_info;
+  std::array<DiscoveryPing, 16> discovery_pings{};
+  std::vector<DiscoveryAnswer> discovery_answers;
+  std::size_t discovery_answer_head = 0;
+  std::size_t discovery_queue_capacity() const {
+    return std::max<std::size_t>(1, config.discovery_queue);
+  }
+
   // Routing keys (peer_directory.cpp).
   static constexpr std::uint16_t kIdentityKey = 0x8000;
   static constexpr std::uint32_t kNoSlot = ~std::uint32_t{0};
@@ -528,6 +552,19 @@ struct HostCore::Impl {
   void congestion_window_on_timeouts(const Peer& p, PeerQueues& q, std::uint64_t first_sent_ms);
   void congestion_window_on_acked(PeerQueues& q, const OutCmd& c);
   std::uint32_t congestion_window_limit(const PeerQueues& q) const;
+
+  // ---- discovery.cpp: extension: unconnected discovery ping and pong ----------------------
+  static bool is_unconnected_ext(std::span<const std::byte> bytes, const DecodedHeader& dh);
+  void unconnected_datagram(std::uint64_t now_us, const Endpoint& from, const DecodedHeader& dh,
+                            std::span<const std::byte> bytes);
+  void discovery_on_ping(const Endpoint& from, const Command& cmd, std::size_t ping_bytes);
+  bool discovery_rate_pass(const Endpoint& from);
+  void discovery_on_pong(std::uint64_t now_us, const Endpoint& from, const Command& cmd);
+  std::uint32_t discover(std::uint64_t now_us, const Endpoint& to, std::size_t info_room);
+  void set_discovery_info(std::span<const std::byte> info);
+  bool poll_discovery(DiscoveryAnswer& out);
+  std::size_t flush_discovery(std::span<OutDatagram> out);
+  static std::uint32_t read_nonce(std::span<const std::byte> payload);
 
   // ---- host_core.cpp: orchestration ---------------------------------------------------
   void on_datagram(std::uint64_t now_us, const Endpoint& from, std::span<const std::byte> bytes);

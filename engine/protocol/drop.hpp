@@ -44,8 +44,11 @@ namespace tern::proto {
   X(unverified, "datagram from a source that has not acknowledged our VERIFY_CONNECT")  \
   X(invalid_cookie, "acknowledgement of a VERIFY_CONNECT with the wrong cookie")       \
   X(expired_cookie, "datagram for a handshake past HostConfig::half_open_timeout_ms") \
-  X(rate_limited, "connect over its source's or prefix's connect rate")                \
-  X(banned, "handshake datagram from a banned address")
+  X(rate_limited, "connect or discovery ping over its source's or prefix's rate")      \
+  X(banned, "handshake or discovery datagram from a banned address")                  \
+  X(discovery_off, "discovery ping to a host that does not answer them")              \
+  X(bad_discovery, "discovery ping or pong too short, or a pong for no ping of ours")  \
+  X(discovery_queue_full, "discovery answer not queued: too many wait for the flush")
 // clang-format on
 
 enum class Drop : std::uint8_t { TERN_DROP_REASONS(TERN_DROP_ENUMERATOR) count_ };

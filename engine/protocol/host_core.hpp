@@ -175,6 +175,21 @@ struct HostConfig {
   std::size_t source_table_capacity = 65536;
   // Bans (HostCore::ban) held at once; a full set forgets its soonest-ending ban.
   std::size_t ban_capacity = 16384;
+  // Offline discovery (WIRE.md, "Discovery"). Off by default: a host answers discovery pings
+  // from anyone only when its application asks to be found. An answer carries the bytes of
+  // set_discovery_info(), cut to what the ping paid for in padding, so it is never larger
+  // than the ping; banned sources get nothing, and answers per address (any port) and per
+  // prefix are limited by token buckets (rate per second, burst deep; 0 = no limit) in the
+  // source table the connect limits use. Pings and pongs wait for the next flush in a queue
+  // of discovery_queue entries; past it they are refused (counted). A client's discover()
+  // works whatever `discovery` says; its pings take answers for discovery_timeout_ms.
+  bool discovery = false;
+  double discovery_rate_per_address = 4;
+  double discovery_burst_per_address = 8;
+  double discovery_rate_per_prefix = 64;
+  double discovery_burst_per_prefix = 128;
+  std::size_t discovery_queue = 256;
+  std::uint32_t discovery_timeout_ms = 5000;
 };
 
 struct HostCounters {
@@ -219,9 +234,22 @@ struct HostCounters {
   std::uint64_t peers_promoted = 0;         // entries turned into peers by their ack
   std::uint64_t unverified_bytes_in = 0;    // from sources while unverified
   std::uint64_t unverified_bytes_out = 0;   // to them
-  std::size_t half_open = 0;                // entries now
-  std::size_t buffered_bytes = 0;           // incoming data held for reassembly/ordering/delivery
-  std::size_t reassembly_bytes = 0;         // of which incomplete fragment sets
+  // Offline discovery: pings received (answered or not, and their bytes), answered (pongs and
+  // their bytes, never more than the pings'), of which with the info cut to fit, refused
+  // (off, banned, over a rate, malformed, queue full), of which over a rate; our own pings
+  // and the answers they took.
+  std::uint64_t discovery_pings_in = 0;
+  std::uint64_t discovery_bytes_in = 0;
+  std::uint64_t discovery_pongs_out = 0;
+  std::uint64_t discovery_bytes_out = 0;
+  std::uint64_t discovery_truncated = 0;
+  std::uint64_t discovery_refused = 0;
+  std::uint64_t discovery_rate_limited = 0;
+  std::uint64_t discovery_pings_out = 0;
+  std::uint64_t discovery_answers = 0;
+  std::size_t half_open = 0;         // entries now
+  std::size_t buffered_bytes = 0;    // incoming data held for reassembly/ordering/delivery
+  std::size_t reassembly_bytes = 0;  // of which incomplete fragment sets
   DropCounters drops;
 };
 
@@ -302,6 +330,17 @@ class HostCore {
   void set_ping_interval(PeerHandle peer, std::uint32_t interval_ms);
   // Changes the host's bandwidth; peers are told on the next bandwidth throttle pass.
   void set_bandwidth_limit(std::uint32_t incoming, std::uint32_t outgoing);
+
+  // ---- offline discovery (WIRE.md, "Discovery") -------------------------------------------
+  // What this host's discovery answers carry (copied; at most kMaxDiscoveryInfo bytes), and
+  // whether it answers at all (HostConfig::discovery).
+  void set_discovery_info(std::span<const std::byte> info);
+  void set_discovery(bool on);
+  // Queues a discovery ping to `to` (one server, or a broadcast address) padded so that an
+  // answer may carry `info_room` bytes of info (at most what the MTU leaves). Returns the
+  // ping's nonce, 0 when the queue is full. Answers come through poll_discovery.
+  std::uint32_t discover(std::uint64_t now_us, const Endpoint& to, std::size_t info_room);
+  bool poll_discovery(DiscoveryAnswer& out);
 
   // ---- output ----------------------------------------------------------------------------
   // Fires due timers (retransmits, pings, timeouts, throttle epochs) and writes datagrams into
