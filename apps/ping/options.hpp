@@ -38,6 +38,8 @@ enum class Protocol { enet, kcp };
 
 struct ServeConfig {
   tern::Endpoint bind;
+  bool discovery = false;  // --info given: answer discovery pings with it
+  std::string info;
   Protocol protocol = Protocol::enet;
   std::size_t peers = 4096;  // per shard
   std::uint32_t channels = 255;
@@ -74,13 +76,22 @@ struct FloodConfig {
   RuntimeConfig runtime;
 };
 
-enum class Mode { help, serve, ping, flood };
+// Offline discovery: one ping to a server or a broadcast address, and every answer that
+// comes within the timeout.
+struct DiscoverConfig {
+  tern::Endpoint target;
+  std::size_t size = 512;  // info bytes the ping asks room for
+  std::uint64_t timeout_ms = 1000;
+};
+
+enum class Mode { help, serve, ping, flood, discover };
 
 struct Config {
   Mode mode = Mode::help;
   ServeConfig serve;
   PingConfig ping;
   FloodConfig flood;
+  DiscoverConfig discover;
 };
 
 // False with a one-line reason on any bad command line.

@@ -294,10 +294,33 @@ TEST_F(TernPing, ServerGoingAwayExitsOne) {
   EXPECT_TRUE(client.out().empty()) << client.out();
 }
 
+// --discover lists the server that answers (its --info, one line, newlines escaped) and exits
+// 0; a server without --info stays silent and the client exits 1.
+TEST_F(TernPing, DiscoverListsTheServerThatAnswers) {
+  const std::string at = start_server({"--info", "name=arena\nplayers=0"});
+  const Outcome r = run_ping({"--discover", at, "--timeout-ms", "1500"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("server " + at + " rtt_ms=", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find(" info=name=arena\\x0aplayers=0\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("discovered 1\n"), std::string::npos) << r.out;
+  const Outcome small = run_ping({"--discover", at, "--size", "4", "--timeout-ms", "1500"});
+  ASSERT_EQ(small.status, 0) << small.err;
+  EXPECT_NE(small.out.find(" truncated info=name\n"), std::string::npos) << small.out;
+  stop_server();
+
+  const std::string quiet = start_server();
+  const Outcome none = run_ping({"--discover", quiet, "--timeout-ms", "300"});
+  EXPECT_EQ(none.status, 1);
+  EXPECT_EQ(none.out, "discovered 0\n");
+  stop_server();
+}
+
 TEST_F(TernPing, BadCommandLinesExitTwoWithUsage) {
   const std::vector<std::vector<std::string>> bad = {
       {},
       {"--bogus"},
+      {"--discover", "127.0.0.1:1", "--count", "5"},
+      {"--discover", "0.0.0.0:7777"},
       {"positional"},
       {"--serve"},
       {"--connect"},
