@@ -193,7 +193,7 @@ bool load_config_file(const std::string& path, RelayConfig& config, std::string&
   Reader r(path, error);
   if (!r.only(root, "",
               {"relay", "limits", "overload", "protocol", "security", "rooms", "metrics",
-               "shutdown", "filter", "dpdk", "admin", "log"})) {
+               "shutdown", "filter", "dpdk", "admin", "log", "discovery"})) {
     return false;
   }
   RelayConfig c = config;
@@ -309,6 +309,31 @@ bool load_config_file(const std::string& path, RelayConfig& config, std::string&
     if (!r.integer(*t, "security", "connect_burst_per_prefix", c.connect_burst_per_prefix, 1,
                    1'000'000)) {
       return false;
+    }
+  } else if (!error.empty()) {
+    return false;
+  }
+
+  if (const toml::table* t = r.section(root, "discovery")) {
+    if (!r.only(*t, "discovery",
+                {"enabled", "name", "info", "rate_per_address", "rate_per_prefix"})) {
+      return false;
+    }
+    c.discovery = true;
+    if (!r.boolean(*t, "discovery", "enabled", c.discovery) ||
+        !r.string(*t, "discovery", "name", c.discovery_name) ||
+        !r.string(*t, "discovery", "info", c.discovery_info) ||
+        !r.integer(*t, "discovery", "rate_per_address", c.discovery_rate_per_address, 0,
+                   1'000'000) ||
+        !r.integer(*t, "discovery", "rate_per_prefix", c.discovery_rate_per_prefix, 0, 1'000'000)) {
+      return false;
+    }
+    // What a pong can carry, less room for the player counts.
+    if (c.discovery_name.size() + c.discovery_info.size() > 3900) {
+      return r.fail("discovery.info", "name and info together must be at most 3900 bytes");
+    }
+    if (c.discovery_name.find('\n') != std::string::npos) {
+      return r.fail("discovery.name", "must be one line");
     }
   } else if (!error.empty()) {
     return false;

@@ -99,6 +99,15 @@ struct RelayConfig {
   // its copies at full window again instead of one MTU per round trip.
   bool throttle_window = false;
 
+  // [discovery]: answer discovery pings (engine/protocol/WIRE.md, "Discovery") with
+  // "name=NAME\nplayers=N\nmax_players=M\n" and then `info`, N the clients connected now.
+  // A [discovery] section turns it on (enabled = false keeps it off).
+  bool discovery = false;
+  std::string discovery_name;
+  std::string discovery_info;
+  std::uint32_t discovery_rate_per_address = 4;  // answers/s per address, 0 = no limit
+  std::uint32_t discovery_rate_per_prefix = 64;  // per /24 IPv4, /64 IPv6
+
   std::vector<RoomRange> broadcast_rooms;
   std::uint32_t drain_timeout_ms = 5000;
   std::string rules_path;  // payload filter rules (engine/filter); empty = no filter

@@ -124,6 +124,10 @@ struct ShardCounters {
   std::uint64_t unverified_bytes_in = 0;   // bytes from sources not yet verified
   std::uint64_t unverified_bytes_out = 0;  // bytes sent to them
   std::uint64_t timeouts = 0;              // peers disconnected because they stopped answering
+  // Offline discovery (proto::HostConfig::discovery): pings received, answered, refused.
+  std::uint64_t discovery_pings_in = 0;
+  std::uint64_t discovery_pongs_out = 0;
+  std::uint64_t discovery_refused = 0;
   // host.intake_rate / intake_bandwidth: reliable messages left unacknowledged (resent later)
   // and unreliable ones dropped.
   std::uint64_t over_limit_refused = 0;

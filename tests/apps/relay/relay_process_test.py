@@ -115,6 +115,12 @@ with tempfile.TemporaryDirectory() as d:
                "fast_retransmit not a boolean")
     bad_config("[protocol]\nselective_ack = false\n", ["protocol.selective_ack", "unknown key"],
                "misspelt protocol key")
+    bad_config("[discovery]\nnmae = \"arena\"\n", ["discovery.nmae", "unknown key"],
+               "misspelt discovery key")
+    bad_config("[discovery]\nname = \"two\\nlines\"\n", ["discovery.name", "one line"],
+               "discovery name of two lines")
+    bad_config("[discovery]\nrate_per_address = -1\n", ["discovery.rate_per_address"],
+               "negative discovery rate")
     rules = os.path.join(d, "bad.rules")
     with open(rules, "w") as f:
         f.write("# a comment\n5 message drop /(never closed/\n")
