@@ -103,6 +103,7 @@ tern::HostOptions to_cpp(const tern_host_options& o) {
   h.nodelay = o.nodelay != 0;
   h.delivery_modes = o.delivery_modes != 0;
   h.redundancy = o.redundancy != 0;
+  h.path_mtu = o.path_mtu != 0;
   h.discovery = o.discovery != 0;
   h.discovery_rate_per_address = o.discovery_rate_per_address;
   h.discovery_rate_per_prefix = o.discovery_rate_per_prefix;
@@ -173,6 +174,7 @@ tern_host_options tern_host_options_default(void) {
   o.nodelay = h.nodelay;
   o.delivery_modes = h.delivery_modes;
   o.redundancy = h.redundancy;
+  o.path_mtu = h.path_mtu;
   o.discovery = h.discovery;
   o.discovery_rate_per_address = static_cast<uint32_t>(h.discovery_rate_per_address);
   o.discovery_rate_per_prefix = static_cast<uint32_t>(h.discovery_rate_per_prefix);

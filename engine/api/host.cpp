@@ -60,6 +60,8 @@ proto::HostConfig to_config(const HostOptions& o, std::uint64_t seed) {
   c.verify_before_peer = o.verify_before_peer;
   c.half_open_capacity = o.half_open_capacity;
   c.half_open_timeout_ms = o.half_open_timeout_ms;
+  c.pmtu = o.path_mtu;
+  c.pmtu_max = o.path_mtu_max;
   c.discovery = o.discovery;
   c.discovery_rate_per_address = o.discovery_rate_per_address;
   c.discovery_burst_per_address = 2 * o.discovery_rate_per_address;
@@ -418,6 +420,11 @@ HostStats Host::stats() const {
   s.discovery_rate_limited = c.discovery_rate_limited;
   s.discovery_pings_out = c.discovery_pings_out;
   s.discovery_answers = c.discovery_answers;
+  s.pmtu_probes_sent = c.pmtu_probes_sent;
+  s.pmtu_probes_lost = c.pmtu_probes_lost;
+  s.pmtu_probes_answered = c.pmtu_probes_answered;
+  s.pmtu_raised = c.pmtu_raised;
+  s.pmtu_lowered = c.pmtu_lowered;
   for (std::size_t i = 0; i < proto::kDropCount; ++i) {
     if (c.drops.by_reason[i] != 0) {
       s.drops_by_reason.emplace_back(proto::drop_name(static_cast<proto::Drop>(i)),

@@ -431,6 +431,7 @@ struct HostCore::Impl {
   void put_command(Build& b, const Command& cmd, std::span<const std::byte> payload);
   static Command wire_command(const OutCmd& c);
   void put_queued(Build& b, const OutCmd& c);
+  bool fit_oversize(Build& b, const OutCmd& c) const;
   Wrote write_reliable_one(Peer& p, Build& b, OutCmd* c);
   Wrote write_unreliable_one(Peer& p, Build& b, OutCmd* c);
   bool waits_for_reliable(const Peer& p, const OutCmd* u) const;
@@ -494,7 +495,10 @@ struct HostCore::Impl {
   Handled handle_tern_ext(Peer& p, const Command& cmd, Arrival& arrival);
   void on_reliable_acked(PeerQueues& q, const OutCmd& c);
   void after_acks(Peer& p);
-  void on_retransmission_timeouts(const Peer& p, PeerQueues& q, std::uint64_t first_sent_ms);
+  void on_retransmission_timeouts(Peer& p, PeerQueues& q, std::uint64_t first_sent_ms);
+  std::uint64_t extension_deadline(const Peer& p) const;
+  void extension_timers(Peer& p);
+  std::size_t extension_datagrams(Peer& p, std::span<OutDatagram> out);
   std::uint32_t extension_send_window(const PeerQueues& q) const;
   void extension_extras(Peer& p, Build& b);
   void on_range_written(Peer& p, const PendingAck& a);
@@ -552,6 +556,29 @@ struct HostCore::Impl {
   void congestion_window_on_timeouts(const Peer& p, PeerQueues& q, std::uint64_t first_sent_ms);
   void congestion_window_on_acked(PeerQueues& q, const OutCmd& c);
   std::uint32_t congestion_window_limit(const PeerQueues& q) const;
+
+  // ---- pmtu.cpp: extension: path MTU discovery, probes and their acknowledgements --------
+  static constexpr std::uint16_t kPmtuStep = 16;  // the search ends when lo and hi are closer
+  static constexpr std::uint32_t kPmtuStartMs = 200;
+  static constexpr std::uint8_t kPmtuTries = 2;
+  static constexpr std::uint32_t kPmtuMinTimeoutMs = 50;
+  static constexpr std::uint32_t kPmtuMaxTimeoutMs = 2000;
+  static constexpr std::uint32_t kPmtuRecheckMs = 5000;
+  std::uint32_t pmtu_offered() const;
+  std::uint32_t pmtu_agreed(const Peer& p) const;
+  void pmtu_on_agreed(Peer& p, std::uint32_t agreed);
+  std::uint16_t pmtu_ceiling() const;
+  void pmtu_restart(Peer& p, PeerExtra& x, std::uint16_t hi);
+  static std::uint16_t pmtu_next_size(const PeerExtra& x);
+  std::uint32_t pmtu_probe_timeout(const Peer& p) const;
+  std::uint64_t pmtu_deadline(const Peer& p) const;
+  void pmtu_timers(Peer& p);
+  Handled handle_mtu_probe(Peer& p, const Command& cmd, Arrival& arrival);
+  Handled handle_mtu_probe_ack(Peer& p, const Command& cmd, Arrival& arrival);
+  void pmtu_after_timeouts(Peer& p);
+  std::size_t pmtu_datagrams(Peer& p, std::span<OutDatagram> out);
+  void pmtu_datagram(Peer& p, OutDatagram& dg, TernExtKind kind, std::span<const std::byte> data,
+                     std::size_t total);
 
   // ---- discovery.cpp: extension: unconnected discovery ping and pong ----------------------
   static bool is_unconnected_ext(std::span<const std::byte> bytes, const DecodedHeader& dh);

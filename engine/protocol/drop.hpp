@@ -48,6 +48,7 @@ namespace tern::proto {
   X(banned, "handshake or discovery datagram from a banned address")                  \
   X(discovery_off, "discovery ping to a host that does not answer them")              \
   X(bad_discovery, "discovery ping or pong too short, or a pong for no ping of ours")  \
+  X(bad_pmtu, "path MTU probe or acknowledgement too short or naming an impossible size") \
   X(discovery_queue_full, "discovery answer not queued: too many wait for the flush")
 // clang-format on
 

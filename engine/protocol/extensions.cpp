@@ -12,7 +12,7 @@ namespace tern::proto {
 // What a connecting hello offers.
 inline std::uint32_t HostCore::Impl::local_features() const {
   return selective_acks_offered() | nodelay_offered() | delivery_modes_offered() |
-         redundancy_offered();
+         redundancy_offered() | pmtu_offered();
 }
 
 // What a hello may name that we take up: what we offer, and what we honour for the other side
@@ -24,7 +24,7 @@ inline std::uint32_t HostCore::Impl::understood_features() const {
 // The features a hello's answer names for this connection (the server's VERIFY side).
 inline std::uint32_t HostCore::Impl::agreed_features(const Peer& p) const {
   return selective_acks_agreed(p) | nodelay_agreed(p) | delivery_modes_agreed(p) |
-         redundancy_agreed(p);
+         redundancy_agreed(p) | pmtu_agreed(p);
 }
 
 // What agreed_features names for a connection once on_features_agreed took `agreed`, without a
@@ -34,6 +34,7 @@ inline std::uint32_t HostCore::Impl::answer_features(std::uint32_t agreed) const
   std::uint32_t out = agreed & (kFeatureSelectiveAcks | kFeatureDeliveryModes);
   if ((agreed & kFeatureNodelay) != 0 || config.nodelay) out |= kFeatureNodelay;
   if (config.redundancy && (agreed & kFeatureRedundancy) != 0) out |= kFeatureRedundancy;
+  if (config.pmtu && (agreed & kFeaturePmtu) != 0) out |= kFeaturePmtu;
   return out;
 }
 
@@ -42,6 +43,7 @@ inline void HostCore::Impl::on_features_agreed(Peer& p, std::uint32_t agreed) {
   nodelay_on_agreed(p, agreed);
   delivery_modes_on_agreed(p, agreed);
   redundancy_on_agreed(p, agreed);
+  pmtu_on_agreed(p, agreed);
 }
 
 // ---- commands: the extensions' rules in the command table (command_table.cpp) -------------
@@ -66,6 +68,8 @@ inline Handled HostCore::Impl::handle_tern_ext(Peer& p, const Command& cmd, Arri
     return Handled::stop;
   }
   switch (static_cast<TernExtKind>(cmd.ext.kind)) {
+    case TernExtKind::mtu_probe: return handle_mtu_probe(p, cmd, arrival);
+    case TernExtKind::mtu_probe_ack: return handle_mtu_probe_ack(p, cmd, arrival);
     default: arrival.why = Drop::unknown_ext_kind; return Handled::stop;
   }
 }
@@ -85,9 +89,26 @@ inline void HostCore::Impl::after_acks(Peer& p) { fast_retransmit_after_acks(p);
 
 // Commands in flight timed out and went back to the queue; `first_sent_ms` is when the
 // oldest of them was sent.
-inline void HostCore::Impl::on_retransmission_timeouts(const Peer& p, PeerQueues& q,
+inline void HostCore::Impl::on_retransmission_timeouts(Peer& p, PeerQueues& q,
                                                        std::uint64_t first_sent_ms) {
   congestion_window_on_timeouts(p, q, first_sent_ms);
+  pmtu_after_timeouts(p);
+}
+
+// ---- timers (timers.cpp) and datagrams of their own (host_core.cpp, flush) ---------------
+
+// The earliest time an extension needs the peer's timers to run.
+inline std::uint64_t HostCore::Impl::extension_deadline(const Peer& p) const {
+  return pmtu_deadline(p);
+}
+
+// The peer's timers run (before its datagrams are built).
+inline void HostCore::Impl::extension_timers(Peer& p) { pmtu_timers(p); }
+
+// After the peer's datagrams: ones an extension builds whole (path MTU probes). Returns how
+// many it wrote into `out` (what does not fit waits for the next flush).
+inline std::size_t HostCore::Impl::extension_datagrams(Peer& p, std::span<OutDatagram> out) {
+  return pmtu_datagrams(p, out);
 }
 
 // ---- the datagram builder (datagram_builder.cpp) ------------------------------------------

@@ -21,6 +21,7 @@
 #include "nodelay.cpp"
 #include "peer_blocks.cpp"
 #include "peer_directory.cpp"
+#include "pmtu.cpp"
 #include "reassembly.cpp"
 #include "receive.cpp"
 #include "redundancy.cpp"
@@ -223,6 +224,7 @@ inline std::size_t HostCore::Impl::flush(std::uint64_t now_us, std::span<OutData
       if (p.state == PeerState::disconnected) break;
       if (build_datagram(p, out[n], more)) ++n;
     }
+    if (p.state != PeerState::disconnected) n += extension_datagrams(p, out.subspan(n));
     p.dirty = false;
     p.timer_due = false;
     if (p.state != PeerState::disconnected) {
@@ -440,6 +442,7 @@ bool HostCore::peer_stats(PeerHandle peer, PeerStats& out) const {
   out.nodelay = p->nodelay_agreed;
   out.delivery_modes = p->delivery_modes;
   out.redundancy = p->redundancy;
+  out.path_mtu = p->pmtu;
   out.redundancy_k = impl_->redundancy_k(*p);
   out.redundancy_loss = Impl::redundancy_loss(*p);
   out.ping_interval_ms = impl_->ping_interval(*p);

@@ -184,6 +184,15 @@ struct HostConfig {
   // of discovery_queue entries; past it they are refused (counted). A client's discover()
   // works whatever `discovery` says; its pings take answers for discovery_timeout_ms.
   bool discovery = false;
+  // Path MTU discovery (WIRE.md, "Path MTU discovery"; negotiated, both sides must run it):
+  // each side probes its direction with padded datagrams, first at the negotiated MTU, then
+  // by binary search up to pmtu_max (at most kMaxMtu, 4096: the largest datagram Tern's
+  // receive path takes), and sends with the largest size acknowledged (datagrams and
+  // fragments); below the negotiated MTU when even that is lost (down to 576), and back to
+  // 576 and a new search when large datagrams stop getting through while small ones do.
+  // Plain ENet peers keep the negotiated MTU.
+  bool pmtu = false;
+  std::uint32_t pmtu_max = kMaxMtu;
   double discovery_rate_per_address = 4;
   double discovery_burst_per_address = 8;
   double discovery_rate_per_prefix = 64;
@@ -247,6 +256,14 @@ struct HostCounters {
   std::uint64_t discovery_rate_limited = 0;
   std::uint64_t discovery_pings_out = 0;
   std::uint64_t discovery_answers = 0;
+  // Path MTU discovery: probes sent, probes that timed out, probes of the peer's answered,
+  // sizes adopted (acknowledged probes that changed the MTU) and MTUs lowered (the negotiated
+  // one lost, or a path that shrank).
+  std::uint64_t pmtu_probes_sent = 0;
+  std::uint64_t pmtu_probes_lost = 0;
+  std::uint64_t pmtu_probes_answered = 0;
+  std::uint64_t pmtu_raised = 0;
+  std::uint64_t pmtu_lowered = 0;
   std::size_t half_open = 0;         // entries now
   std::size_t buffered_bytes = 0;    // incoming data held for reassembly/ordering/delivery
   std::size_t reassembly_bytes = 0;  // of which incomplete fragment sets

@@ -12,7 +12,7 @@ inline std::uint64_t HostCore::Impl::peer_deadline(const Peer& p) const {
     deadline = p.last_receive_time + ping_after(p);
   }
   if (p.has_acks() && p.queues->acks_due != 0) deadline = std::min(deadline, p.queues->acks_due);
-  return deadline;
+  return std::min(deadline, extension_deadline(p));
 }
 
 // One timer per peer, moved in O(1) whenever its earliest deadline changes.
@@ -56,6 +56,7 @@ inline bool HostCore::Impl::run_timers(Peer& p) {
   if (wants_keepalive_ping(p) && now_ms - p.last_receive_time >= ping_after(p)) {
     queue_keepalive_ping(p);
   }
+  extension_timers(p);
   return true;
 }
 

@@ -128,6 +128,7 @@ inline constexpr std::uint32_t kFeatureSelectiveAcks = 1u << 0;
 inline constexpr std::uint32_t kFeatureNodelay = 1u << 1;
 inline constexpr std::uint32_t kFeatureRedundancy = 1u << 2;
 inline constexpr std::uint32_t kFeatureDeliveryModes = 1u << 3;
+inline constexpr std::uint32_t kFeaturePmtu = 1u << 7;  // path MTU discovery
 // An ack_range acknowledges its base sequence number and, for each set bit i of its bitfield,
 // base + 1 + i: 33 consecutive sequence numbers at most.
 inline constexpr std::uint32_t kAckRangeSpan = 33;

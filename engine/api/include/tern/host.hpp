@@ -115,6 +115,12 @@ struct HostOptions {
   // discovery_rate_per_prefix per /24 (IPv4) or /64 (IPv6), bursts of twice that; 0 = no
   // limit. Banned addresses get nothing. Off by default; discover() works either way.
   bool discovery = false;
+  // Path MTU discovery between Tern peers (both must turn it on; WIRE.md, "Path MTU
+  // discovery"): probe upward from the negotiated MTU (and below it when even that is lost)
+  // to path_mtu_max (at most 4096) and send with the largest size that gets through
+  // (PeerStats::mtu). Plain ENet peers keep the negotiated MTU.
+  bool path_mtu = false;
+  std::uint32_t path_mtu_max = 4096;
   double discovery_rate_per_address = 4;
   double discovery_rate_per_prefix = 64;
   // Room for future switches: congestion control and priorities go here.
@@ -165,6 +171,12 @@ struct HostStats {
   std::uint64_t discovery_rate_limited = 0;
   std::uint64_t discovery_pings_out = 0;
   std::uint64_t discovery_answers = 0;
+  // Path MTU discovery: probes sent, lost, answered for the peer; sizes adopted; MTUs lowered.
+  std::uint64_t pmtu_probes_sent = 0;
+  std::uint64_t pmtu_probes_lost = 0;
+  std::uint64_t pmtu_probes_answered = 0;
+  std::uint64_t pmtu_raised = 0;
+  std::uint64_t pmtu_lowered = 0;
   std::vector<std::pair<const char*, std::uint64_t>> drops_by_reason;  // non-zero only
 };
 

@@ -148,6 +148,7 @@ typedef struct tern_host_options {
   int nodelay;
   int delivery_modes;
   int redundancy;
+  int path_mtu; /* path MTU discovery with Tern peers (0 by default; both sides turn it on) */
   /* Offline discovery: answer discovery pings with tern_host_set_discovery_info's bytes (0 by
    * default), at most this many answers a second per address and per /24 (or /64) prefix. */
   int discovery;
