@@ -100,6 +100,9 @@ const char* const kUsage =
     "info (non-printable bytes as \\xNN). --serve --info TEXT answers such pings with TEXT.\n"
     "exit status 0 when some server answered, 1 when none did.\n"
     "\n"
+    "--path-mtu (serve and ping-pong): path MTU discovery with a Tern peer that runs it too;\n"
+    "ping-pong's line then ends with mtu=N, the MTU the client found.\n"
+    "\n"
     "HOST:PORT is 1.2.3.4:P, [::1]:P, localhost:P or *:P (server: any address, dual stack).\n"
     "exit status: 0 success, 1 cannot connect / server lost / I/O error, 2 bad command line\n";
 
@@ -122,13 +125,15 @@ constexpr tern::app::FlagSpec kFlags[] = {
     {"dpdk-mac", true},   {"dpdk-eal", true},     {"dpdk-local-port", true},
     {"dpdk-mbufs", true}, {"dpdk-huge", false},   {"dpdk-config", true},
     {"protocol", true},   {"discover", true},     {"info", true},
+    {"path-mtu", false},
 };
 
 // Flags each mode accepts besides its own mode flag; anything else is an error for that mode.
 constexpr std::string_view kRuntimeFlags[] = {
-    "checksum",  "driver",          "idle",         "shards",           "pin",
-    "dpdk-port", "dpdk-ip",         "dpdk-gateway", "dpdk-gateway-mac", "dpdk-mac",
-    "dpdk-eal",  "dpdk-local-port", "dpdk-mbufs",   "dpdk-huge",        "dpdk-config"};
+    "checksum",   "path-mtu",  "driver",          "idle",         "shards",
+    "pin",        "dpdk-port", "dpdk-ip",         "dpdk-gateway", "dpdk-gateway-mac",
+    "dpdk-mac",   "dpdk-eal",  "dpdk-local-port", "dpdk-mbufs",   "dpdk-huge",
+    "dpdk-config"};
 constexpr std::string_view kServeFlags[] = {"peers", "channels", "protocol", "info"};
 constexpr std::string_view kPingFlags[] = {"count",      "size",        "reliable",
                                            "unreliable", "unsequenced", "channel",
@@ -166,6 +171,7 @@ bool parse_dpdk(const CommandLine& cl, bool serve, RuntimeConfig& r, std::string
 
 bool parse_runtime(const CommandLine& cl, bool serve, RuntimeConfig& r, std::string& error) {
   r.checksum = cl.has("checksum");
+  r.path_mtu = cl.has("path-mtu");
   if (const auto d = cl.value("driver")) {
     if (*d == "socket") {
       r.driver = rt::DriverKind::socket;

@@ -30,7 +30,8 @@ struct RuntimeConfig {
   std::size_t shards = 1;
   bool pin = false;
   bool checksum = false;
-  DpdkOptions dpdk;  // driver == dpdk
+  bool path_mtu = false;  // path MTU discovery with Tern peers that run it too
+  DpdkOptions dpdk;       // driver == dpdk
 };
 
 // The wire protocol: ENet on the shard runtime, or KCP on tern::Host (one thread, socket).

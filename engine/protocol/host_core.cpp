@@ -443,6 +443,8 @@ bool HostCore::peer_stats(PeerHandle peer, PeerStats& out) const {
   out.delivery_modes = p->delivery_modes;
   out.redundancy = p->redundancy;
   out.path_mtu = p->pmtu;
+  out.path_mtu_searching =
+      p->pmtu && p->extra != nullptr && !p->extra->pmtu_recheck && p->extra->pmtu_due_ms != 0;
   out.redundancy_k = impl_->redundancy_k(*p);
   out.redundancy_loss = Impl::redundancy_loss(*p);
   out.ping_interval_ms = impl_->ping_interval(*p);

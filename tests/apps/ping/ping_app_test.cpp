@@ -36,7 +36,7 @@ std::string ping_binary() {
 // A child process with its stdout and stderr on pipes.
 class Child {
  public:
-  explicit Child(const std::vector<std::string>& args) {
+  explicit Child(const std::vector<std::string>& args, const std::string& binary = ping_binary()) {
     int out[2], err[2];
     if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) return;
     posix_spawn_file_actions_t fa;
@@ -44,7 +44,7 @@ class Child {
     posix_spawn_file_actions_adddup2(&fa, out[1], 1);
     posix_spawn_file_actions_adddup2(&fa, err[1], 2);
     std::vector<std::string> argv_store = args;
-    argv_store.insert(argv_store.begin(), ping_binary());
+    argv_store.insert(argv_store.begin(), binary);
     std::vector<char*> argv;
     for (auto& a : argv_store) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -312,6 +312,34 @@ TEST_F(TernPing, DiscoverListsTheServerThatAnswers) {
   const Outcome none = run_ping({"--discover", quiet, "--timeout-ms", "300"});
   EXPECT_EQ(none.status, 1);
   EXPECT_EQ(none.out, "discovered 0\n");
+  stop_server();
+}
+
+// --path-mtu through tern-netem --mtu: the client finds what the proxy lets through (the
+// negotiated 1400 is lost on a 1200 link, so it searches below it) and reports it.
+TEST_F(TernPing, PathMtuThroughAnMtuLimit) {
+  const char* netem = std::getenv("TERN_NETEM");
+  if (netem == nullptr || *netem == '\0') GTEST_SKIP() << "TERN_NETEM is not set";
+  const std::string at = start_server({"--path-mtu", "--pin", "off"});
+  for (const int limit : {1200, 3000}) {
+    SCOPED_TRACE(limit);
+    Child proxy(
+        {"--listen", "127.0.0.1:0", "--upstream", at, "--mtu", std::to_string(limit), "--quiet"},
+        netem);
+    ASSERT_TRUE(proxy.started());
+    const std::string line =
+        proxy.read_line(Clock::now() + kRunBudget);  // "listening A upstream B"
+    const auto space = line.find(' ', 10);
+    ASSERT_EQ(line.rfind("listening ", 0), 0u) << line;
+    const std::string via = line.substr(10, space - 10);
+    const Outcome r = run_ping({"--connect", via, "--count", "500", "--path-mtu"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    const auto m = r.out.find(" mtu=");
+    ASSERT_NE(m, std::string::npos) << r.out;
+    const int found = std::atoi(r.out.c_str() + m + 5);
+    EXPECT_LE(found, limit) << r.out;
+    EXPECT_GE(found, limit - 16) << r.out;
+  }
   stop_server();
 }
 

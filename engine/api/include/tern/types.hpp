@@ -144,6 +144,7 @@ struct PeerStats {
   bool delivery_modes = false;        // reliable_unordered/_sequenced honoured by this peer
   bool redundancy = false;            // adaptive redundancy agreed with this peer
   bool path_mtu = false;              // path MTU discovery agreed (mtu is what it found)
+  bool path_mtu_searching = false;    // its search is still running (mtu may still change)
   std::uint32_t redundancy_k = 0;     // copies each reliable command gets now (0: none)
   std::uint32_t redundancy_loss = 0;  // the loss redundancy measures, scaled by 65536
 };
