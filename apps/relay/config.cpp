@@ -266,11 +266,12 @@ bool load_config_file(const std::string& path, RelayConfig& config, std::string&
   if (const toml::table* t = r.section(root, "protocol")) {
     if (!r.only(*t, "protocol",
                 {"checksum", "selective_acks", "ack_delay_ms", "fast_retransmit",
-                 "congestion_window", "min_rto_ms", "throttle_window"})) {
+                 "congestion_window", "min_rto_ms", "throttle_window", "path_mtu"})) {
       return false;
     }
     if (!r.boolean(*t, "protocol", "checksum", c.checksum)) return false;
     if (!r.boolean(*t, "protocol", "selective_acks", c.selective_acks)) return false;
+    if (!r.boolean(*t, "protocol", "path_mtu", c.path_mtu)) return false;
     if (!r.integer(*t, "protocol", "ack_delay_ms", c.ack_delay_ms, 0, 1000)) return false;
     if (!r.boolean(*t, "protocol", "fast_retransmit", c.fast_retransmit)) return false;
     if (!r.boolean(*t, "protocol", "congestion_window", c.congestion_window)) return false;

@@ -77,6 +77,7 @@ struct RelayConfig {
   // [protocol]: how the relay speaks to every client (HostConfig's fields of the same names).
   bool checksum = false;       // ENet CRC32 on every datagram; clients must enable it too
   bool selective_acks = true;  // Tern's ack ranges with clients that offer them
+  bool path_mtu = false;       // path MTU discovery with Tern clients that offer it
   std::uint32_t ack_delay_ms = 0;
   // [security]: the handshake under attack (engine/protocol/WIRE.md, "Handshake under attack").
   bool verify_before_peer = true;

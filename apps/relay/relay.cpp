@@ -191,6 +191,7 @@ Relay::Relay(const RelayConfig& config)
         o.host.max_queued = config.member_backlog;
         o.host.checksum = config.checksum;
         o.host.selective_acks = config.selective_acks;
+        o.host.pmtu = config.path_mtu;
         o.host.ack_delay_ms = config.ack_delay_ms;
         o.host.fast_retransmit = config.fast_retransmit;
         o.host.congestion_window = config.congestion_window;

@@ -115,6 +115,8 @@ with tempfile.TemporaryDirectory() as d:
                "fast_retransmit not a boolean")
     bad_config("[protocol]\nselective_ack = false\n", ["protocol.selective_ack", "unknown key"],
                "misspelt protocol key")
+    bad_config("[protocol]\npath_mtu = 1\n", ["protocol.path_mtu", "true or false"],
+               "path_mtu not a boolean")
     bad_config("[discovery]\nnmae = \"arena\"\n", ["discovery.nmae", "unknown key"],
                "misspelt discovery key")
     bad_config("[discovery]\nname = \"two\\nlines\"\n", ["discovery.name", "one line"],
