@@ -4,6 +4,7 @@
 //   tern-ping --connect 127.0.0.1:7777 --count 1000     one ping in flight, RTT percentiles
 //   tern-ping --connect 127.0.0.1:7777 --flood --peers 1000 --window 8
 //                                                       many connections, throughput + RTT
+//   tern-ping --discover 255.255.255.255:7777          the servers that answer discovery
 //
 // The server echoes with the message's own channel and delivery, so one server serves every
 // client mode. Ping-pong keeps exactly one ping outstanding: the measured time is a full round
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
                  ? tern::ping::run_kcp_ping(config.ping)
                  : tern::ping::run_ping(config.ping);
     case tern::ping::Mode::flood: return tern::ping::run_flood(config.flood);
+    case tern::ping::Mode::discover: return tern::ping::run_discover(config.discover);
   }
   return tern::ping::kExitFailure;
 }

@@ -22,6 +22,7 @@ const char* const kUsage =
     "       tern-ping --serve HOST:PORT --protocol kcp [--peers N]\n"
     "       tern-ping --connect HOST:PORT --protocol kcp [--count N] [--size B] [--warmup N]\n"
     "                 [--timeout-ms T]\n"
+    "       tern-ping --discover HOST[:PORT] [--size B] [--timeout-ms T]\n"
     "       tern-ping --help\n"
     "\n"
     "Round-trip latency over ENet-compatible connections, on tern's shard runtime.\n"
@@ -93,6 +94,15 @@ const char* const kUsage =
     "  --dpdk-huge             use hugepages (default: --no-huge -m 512)\n"
     "  --dpdk-eal=\"ARGS\"      extra EAL arguments, space separated\n"
     "\n"
+    "discovery (--discover): one discovery ping to HOST (a server, or a broadcast address such\n"
+    "as 255.255.255.255; PORT 7777 when left out) with room for B bytes of info (default 512),\n"
+    "and one line per server that answers within T ms (default 1000): its address, RTT and\n"
+    "info (non-printable bytes as \\xNN). --serve --info TEXT answers such pings with TEXT.\n"
+    "exit status 0 when some server answered, 1 when none did.\n"
+    "\n"
+    "--path-mtu (serve and ping-pong): path MTU discovery with a Tern peer that runs it too;\n"
+    "ping-pong's line then ends with mtu=N, the MTU the client found.\n"
+    "\n"
     "HOST:PORT is 1.2.3.4:P, [::1]:P, localhost:P or *:P (server: any address, dual stack).\n"
     "exit status: 0 success, 1 cannot connect / server lost / I/O error, 2 bad command line\n";
 
@@ -114,15 +124,17 @@ constexpr tern::app::FlagSpec kFlags[] = {
     {"dpdk-ip", true},    {"dpdk-gateway", true}, {"dpdk-gateway-mac", true},
     {"dpdk-mac", true},   {"dpdk-eal", true},     {"dpdk-local-port", true},
     {"dpdk-mbufs", true}, {"dpdk-huge", false},   {"dpdk-config", true},
-    {"protocol", true},
+    {"protocol", true},   {"discover", true},     {"info", true},
+    {"path-mtu", false},
 };
 
 // Flags each mode accepts besides its own mode flag; anything else is an error for that mode.
 constexpr std::string_view kRuntimeFlags[] = {
-    "checksum",  "driver",          "idle",         "shards",           "pin",
-    "dpdk-port", "dpdk-ip",         "dpdk-gateway", "dpdk-gateway-mac", "dpdk-mac",
-    "dpdk-eal",  "dpdk-local-port", "dpdk-mbufs",   "dpdk-huge",        "dpdk-config"};
-constexpr std::string_view kServeFlags[] = {"peers", "channels", "protocol"};
+    "checksum",   "path-mtu",  "driver",          "idle",         "shards",
+    "pin",        "dpdk-port", "dpdk-ip",         "dpdk-gateway", "dpdk-gateway-mac",
+    "dpdk-mac",   "dpdk-eal",  "dpdk-local-port", "dpdk-mbufs",   "dpdk-huge",
+    "dpdk-config"};
+constexpr std::string_view kServeFlags[] = {"peers", "channels", "protocol", "info"};
 constexpr std::string_view kPingFlags[] = {"count",      "size",        "reliable",
                                            "unreliable", "unsequenced", "channel",
                                            "warmup",     "timeout-ms",  "protocol"};
@@ -159,6 +171,7 @@ bool parse_dpdk(const CommandLine& cl, bool serve, RuntimeConfig& r, std::string
 
 bool parse_runtime(const CommandLine& cl, bool serve, RuntimeConfig& r, std::string& error) {
   r.checksum = cl.has("checksum");
+  r.path_mtu = cl.has("path-mtu");
   if (const auto d = cl.value("driver")) {
     if (*d == "socket") {
       r.driver = rt::DriverKind::socket;
@@ -221,6 +234,29 @@ bool parse_protocol(const CommandLine& cl, Protocol& protocol, std::string& erro
   return true;
 }
 
+bool parse_discover(const CommandLine& cl, Config& config, std::string& error) {
+  for (std::string_view f : cl.names()) {
+    if (f == "discover" || f == "size" || f == "timeout-ms") continue;
+    error = "--" + std::string(f) + " does not apply to --discover";
+    return false;
+  }
+  std::string text(*cl.value("discover"));
+  // A bare host (or [v6]) gets the default port.
+  const bool bracketed = !text.empty() && text.front() == '[';
+  const std::size_t colon = text.rfind(':');
+  if (colon == std::string::npos || (bracketed && text.back() == ']')) text += ":7777";
+  const auto target = tern::Endpoint::parse(text);
+  if (!target || target->port == 0 || target->is_unspecified()) {
+    error = "--discover wants HOST[:PORT] with a concrete host, got '" +
+            std::string(*cl.value("discover")) + "'";
+    return false;
+  }
+  config.mode = Mode::discover;
+  config.discover.target = *target;
+  return read_uint(cl, "size", 0, 4000, config.discover.size, error) &&
+         read_uint(cl, "timeout-ms", 1, 600'000, config.discover.timeout_ms, error);
+}
+
 }  // namespace
 
 bool parse_config(int argc, const char* const* argv, Config& config, std::string& error) {
@@ -230,6 +266,7 @@ bool parse_config(int argc, const char* const* argv, Config& config, std::string
     config.mode = Mode::help;
     return true;
   }
+  if (cl.has("discover")) return parse_discover(cl, config, error);
   const bool serve = cl.has("serve");
   const bool connect = cl.has("connect");
   if (serve == connect) {
@@ -262,6 +299,10 @@ bool parse_config(int argc, const char* const* argv, Config& config, std::string
   if (serve) {
     ServeConfig& s = config.serve;
     s.bind = *address;
+    if (const auto info = cl.value("info")) {
+      s.discovery = true;
+      s.info = std::string(*info);
+    }
     return parse_protocol(cl, s.protocol, error) && parse_runtime(cl, true, s.runtime, error) &&
            read_uint(cl, "peers", 1, std::uint64_t{1} << 24, s.peers, error) &&
            read_uint(cl, "channels", 1, 255, s.channels, error);

@@ -30,7 +30,8 @@ struct RuntimeConfig {
   std::size_t shards = 1;
   bool pin = false;
   bool checksum = false;
-  DpdkOptions dpdk;  // driver == dpdk
+  bool path_mtu = false;  // path MTU discovery with Tern peers that run it too
+  DpdkOptions dpdk;       // driver == dpdk
 };
 
 // The wire protocol: ENet on the shard runtime, or KCP on tern::Host (one thread, socket).
@@ -38,6 +39,8 @@ enum class Protocol { enet, kcp };
 
 struct ServeConfig {
   tern::Endpoint bind;
+  bool discovery = false;  // --info given: answer discovery pings with it
+  std::string info;
   Protocol protocol = Protocol::enet;
   std::size_t peers = 4096;  // per shard
   std::uint32_t channels = 255;
@@ -74,13 +77,22 @@ struct FloodConfig {
   RuntimeConfig runtime;
 };
 
-enum class Mode { help, serve, ping, flood };
+// Offline discovery: one ping to a server or a broadcast address, and every answer that
+// comes within the timeout.
+struct DiscoverConfig {
+  tern::Endpoint target;
+  std::size_t size = 512;  // info bytes the ping asks room for
+  std::uint64_t timeout_ms = 1000;
+};
+
+enum class Mode { help, serve, ping, flood, discover };
 
 struct Config {
   Mode mode = Mode::help;
   ServeConfig serve;
   PingConfig ping;
   FloodConfig flood;
+  DiscoverConfig discover;
 };
 
 // False with a one-line reason on any bad command line.

@@ -176,10 +176,31 @@ int run_ping(const PingConfig& config) {
   }
 
   const tern::app::LatencySummary s = tern::app::summarize(run.samples);
+  std::string mtu;
+  if (config.runtime.path_mtu) {
+    // Read on the shard's thread, which owns the connection.
+    // Read on the shard's thread, which owns the connection, once the search is over (10 s
+    // at most: a probe waits at most 2 s, and a search takes a dozen).
+    std::atomic<std::uint32_t> found{0};
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (found.load(std::memory_order_acquire) == 0 && std::chrono::steady_clock::now() < until) {
+      group.post(0, [&run, &found](rt::Shard& shard) {
+        tern::PeerStats st;
+        if (!shard.core().peer_stats(run.peer, st)) {
+          found.store(1, std::memory_order_release);
+        } else if (!st.path_mtu_searching) {
+          found.store(st.mtu, std::memory_order_release);
+        }
+      });
+      std::this_thread::sleep_for(kTick);
+    }
+    group.stop(kGoodbyeGrace);  // joins: nothing posted is still running
+    mtu = " mtu=" + std::to_string(found.load(std::memory_order_acquire));
+  }
   std::printf("rtt_us p50=%.1f p90=%.1f p99=%.1f p99.9=%.1f max=%.1f count=%zu lost=%" PRIu64
-              " delivery=%s size=%zu\n",
+              " delivery=%s size=%zu%s\n",
               s.p50, s.p90, s.p99, s.p999, s.max, s.count, run.lost,
-              tern::to_string(config.delivery), config.size);
+              tern::to_string(config.delivery), config.size, mtu.c_str());
   std::fflush(stdout);
   // Graceful goodbye; the result is already out, so a server that vanished meanwhile is not
   // an error any more.

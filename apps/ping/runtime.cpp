@@ -21,6 +21,7 @@ rt::ShardGroupOptions group_options(const RuntimeConfig& runtime, const tern::En
   o.host.peer_limit = peer_limit;
   o.host.channel_limit = channel_limit;
   o.host.checksum = runtime.checksum;
+  o.host.pmtu = runtime.path_mtu;
   // The clients (each shard on its own port) only read the echoes, so they take them as views
   // of the received datagrams; the server sends each message back out and needs it as a Packet.
   o.host.lend_payloads = !share_port;

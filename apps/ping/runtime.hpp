@@ -21,6 +21,7 @@ namespace tern::ping {
 int run_server(const ServeConfig& config);
 int run_ping(const PingConfig& config);
 int run_flood(const FloodConfig& config);
+int run_discover(const DiscoverConfig& config);
 // --protocol kcp (apps/ping/kcp.cpp): on tern::Host's KCP personality.
 int run_kcp_server(const ServeConfig& config);
 int run_kcp_ping(const PingConfig& config);

@@ -9,6 +9,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <memory>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -41,7 +42,21 @@ int run_server(const ServeConfig& config) {
   rt::ShardGroupOptions options =
       group_options(config.runtime, config.bind, true, config.peers, config.channels);
   options.busy_poll_only_connected = true;  // a server: no spinning while no one is connected
+  options.host.discovery = config.discovery;
   rt::ShardGroup group(options);
+  if (config.discovery) {
+    // Each shard's core answers the pings its socket receives; the info is set once, on the
+    // shard's own thread.
+    auto set = std::make_shared<std::vector<char>>(config.runtime.shards, 0);
+    group.set_tick_handler([set, info = config.info](rt::Shard& shard) -> std::uint64_t {
+      char& done = (*set)[shard.index()];
+      if (done == 0) {
+        shard.core().set_discovery_info(std::as_bytes(std::span(info.data(), info.size())));
+        done = 1;
+      }
+      return ~std::uint64_t{0};
+    });
+  }
   std::vector<std::unique_ptr<ServeShardStats>> stats;
   for (std::size_t i = 0; i < config.runtime.shards; ++i) {
     stats.push_back(std::make_unique<ServeShardStats>());

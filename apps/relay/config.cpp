@@ -193,7 +193,8 @@ bool load_config_file(const std::string& path, RelayConfig& config, std::string&
   Reader r(path, error);
   if (!r.only(root, "",
               {"relay", "limits", "overload", "protocol", "security", "rooms", "metrics",
-               "shutdown", "filter", "dpdk", "admin", "log", "kcp"})) {
+               "shutdown", "filter", "dpdk", "admin", "log", "kcp",
+               "discovery"})) {
     return false;
   }
   RelayConfig c = config;
@@ -266,11 +267,12 @@ bool load_config_file(const std::string& path, RelayConfig& config, std::string&
   if (const toml::table* t = r.section(root, "protocol")) {
     if (!r.only(*t, "protocol",
                 {"checksum", "selective_acks", "ack_delay_ms", "fast_retransmit",
-                 "congestion_window", "min_rto_ms", "throttle_window"})) {
+                 "congestion_window", "min_rto_ms", "throttle_window", "path_mtu"})) {
       return false;
     }
     if (!r.boolean(*t, "protocol", "checksum", c.checksum)) return false;
     if (!r.boolean(*t, "protocol", "selective_acks", c.selective_acks)) return false;
+    if (!r.boolean(*t, "protocol", "path_mtu", c.path_mtu)) return false;
     if (!r.integer(*t, "protocol", "ack_delay_ms", c.ack_delay_ms, 0, 1000)) return false;
     if (!r.boolean(*t, "protocol", "fast_retransmit", c.fast_retransmit)) return false;
     if (!r.boolean(*t, "protocol", "congestion_window", c.congestion_window)) return false;
@@ -314,6 +316,31 @@ bool load_config_file(const std::string& path, RelayConfig& config, std::string&
     if (!c.bans_path.empty() && c.bans_path.front() != '/') {
       const auto slash = path.rfind('/');
       if (slash != std::string::npos) c.bans_path = path.substr(0, slash + 1) + c.bans_path;
+    }
+  } else if (!error.empty()) {
+    return false;
+  }
+
+  if (const toml::table* t = r.section(root, "discovery")) {
+    if (!r.only(*t, "discovery",
+                {"enabled", "name", "info", "rate_per_address", "rate_per_prefix"})) {
+      return false;
+    }
+    c.discovery = true;
+    if (!r.boolean(*t, "discovery", "enabled", c.discovery) ||
+        !r.string(*t, "discovery", "name", c.discovery_name) ||
+        !r.string(*t, "discovery", "info", c.discovery_info) ||
+        !r.integer(*t, "discovery", "rate_per_address", c.discovery_rate_per_address, 0,
+                   1'000'000) ||
+        !r.integer(*t, "discovery", "rate_per_prefix", c.discovery_rate_per_prefix, 0, 1'000'000)) {
+      return false;
+    }
+    // What a pong can carry, less room for the player counts.
+    if (c.discovery_name.size() + c.discovery_info.size() > 3900) {
+      return r.fail("discovery.info", "name and info together must be at most 3900 bytes");
+    }
+    if (c.discovery_name.find('\n') != std::string::npos) {
+      return r.fail("discovery.name", "must be one line");
     }
   } else if (!error.empty()) {
     return false;

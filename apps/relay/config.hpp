@@ -77,6 +77,7 @@ struct RelayConfig {
   // [protocol]: how the relay speaks to every client (HostConfig's fields of the same names).
   bool checksum = false;       // ENet CRC32 on every datagram; clients must enable it too
   bool selective_acks = true;  // Tern's ack ranges with clients that offer them
+  bool path_mtu = false;       // path MTU discovery with Tern clients that offer it
   std::uint32_t ack_delay_ms = 0;
   // [security]: the handshake under attack (engine/protocol/WIRE.md, "Handshake under attack").
   bool verify_before_peer = true;
@@ -117,6 +118,14 @@ struct RelayConfig {
   std::uint32_t kcp_fec_data_shards = 10;
   std::uint32_t kcp_fec_parity_shards = 3;
   std::uint32_t kcp_idle_timeout_ms = 30000;
+  // [discovery]: answer discovery pings (engine/protocol/WIRE.md, "Discovery") with
+  // "name=NAME\nplayers=N\nmax_players=M\n" and then `info`, N the clients connected now.
+  // A [discovery] section turns it on (enabled = false keeps it off).
+  bool discovery = false;
+  std::string discovery_name;
+  std::string discovery_info;
+  std::uint32_t discovery_rate_per_address = 4;  // answers/s per address, 0 = no limit
+  std::uint32_t discovery_rate_per_prefix = 64;  // per /24 IPv4, /64 IPv6
 
   std::vector<RoomRange> broadcast_rooms;
   std::uint32_t drain_timeout_ms = 5000;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -144,6 +145,10 @@ struct Relay::ShardState {
   std::uint64_t next_recheck_us = 0;
   std::uint64_t held = 0;
   std::uint64_t rooms_held = 0;
+  // [discovery]: the player count this shard's core last answered with, and the text it
+  // answers with (reserved once, so rewriting it allocates nothing).
+  std::uint64_t discovery_players = ~std::uint64_t{0};
+  std::string discovery_text;
 
   Member* member(PeerHandle p) {
     std::vector<Member>& list = rt::Shard::is_kcp(p) ? kcp_members : members;
@@ -196,6 +201,7 @@ Relay::Relay(const RelayConfig& config)
         o.host.max_queued = config.member_backlog;
         o.host.checksum = config.checksum;
         o.host.selective_acks = config.selective_acks;
+        o.host.pmtu = config.path_mtu;
         o.host.ack_delay_ms = config.ack_delay_ms;
         o.host.fast_retransmit = config.fast_retransmit;
         o.host.congestion_window = config.congestion_window;
@@ -208,6 +214,11 @@ Relay::Relay(const RelayConfig& config)
         o.host.connect_burst_per_address = config.connect_burst_per_address;
         o.host.connect_rate_per_prefix = config.connect_rate_per_prefix;
         o.host.connect_burst_per_prefix = config.connect_burst_per_prefix;
+        o.host.discovery = config.discovery;
+        o.host.discovery_rate_per_address = config.discovery_rate_per_address;
+        o.host.discovery_burst_per_address = 2.0 * config.discovery_rate_per_address;
+        o.host.discovery_rate_per_prefix = config.discovery_rate_per_prefix;
+        o.host.discovery_burst_per_prefix = 2.0 * config.discovery_rate_per_prefix;
         o.cross_ring_limit = config.ring_limit;
         if (config.kcp) {
           o.kcp_listen = true;
@@ -239,6 +250,7 @@ Relay::Relay(const RelayConfig& config)
     st->shard_count = n;
     st->members.resize(std::min<std::size_t>(config.max_peers, 65536));
     st->waiting.resize(n);
+    st->discovery_text.reserve(config.discovery_name.size() + config.discovery_info.size() + 96);
     state_.push_back(std::move(st));
     stats_.push_back(std::make_unique<RelayShardStats>());
   }
@@ -686,6 +698,7 @@ std::uint64_t Relay::tick(rt::Shard& s) {
   RelayShardStats& stats = *stats_[s.index()];
   drain_overflow(s);
   stats.overflow.store(st.waiting_total, std::memory_order_relaxed);
+  if (config_.discovery) update_discovery(s, st);
   const std::uint64_t now = s.now_us();
   std::uint64_t next = kNever;
   if (!st.pressured.empty()) {
@@ -698,6 +711,22 @@ std::uint64_t Relay::tick(rt::Shard& s) {
   // The other shard makes room in its ring as it drains it, without telling us: look again soon.
   if (st.waiting_total != 0) next = std::min(next, now + kRetryUs);
   return next;
+}
+
+// The discovery answer names the clients connected to the whole relay; each shard's core
+// answers the pings its socket receives, so each rewrites its text when the count moved.
+void Relay::update_discovery(rt::Shard& s, ShardState& st) {
+  const std::uint64_t players = peers_.load(std::memory_order_relaxed);
+  if (players == st.discovery_players) return;
+  st.discovery_players = players;
+  char number[24];
+  std::string& t = st.discovery_text;
+  t.assign("name=").append(config_.discovery_name).append("\nplayers=");
+  t.append(number, std::to_chars(number, number + sizeof number, players).ptr);
+  t.append("\nmax_players=");
+  t.append(number, std::to_chars(number, number + sizeof number, config_.max_peers).ptr);
+  t.append("\n").append(config_.discovery_info);
+  s.core().set_discovery_info(std::as_bytes(std::span(t.data(), t.size())));
 }
 
 // ---- overload ------------------------------------------------------------------------------
@@ -1031,6 +1060,15 @@ std::string Relay::metrics_text() const {
             "Reliable commands found lost because later ones were acknowledged (resent before "
             "their timeout).",
             [&](std::size_t i) { return group_.counters(i).fast_retransmits; });
+  per_shard("tern_relay_discovery_pings_total", "counter",
+            "Discovery pings received ([discovery]), answered or not.",
+            [&](std::size_t i) { return group_.counters(i).discovery_pings_in; });
+  per_shard("tern_relay_discovery_answers_total", "counter",
+            "Discovery pings answered (never with more bytes than the ping).",
+            [&](std::size_t i) { return group_.counters(i).discovery_pongs_out; });
+  per_shard("tern_relay_discovery_refused_total", "counter",
+            "Discovery pings not answered: discovery off, banned, over a rate, queue full.",
+            [&](std::size_t i) { return group_.counters(i).discovery_refused; });
   per_shard("tern_relay_half_open", "gauge", "Half-open handshakes held now (gauge).",
             [&](std::size_t i) { return group_.counters(i).half_open; });
   per_shard("tern_relay_half_open_created_total", "counter",

@@ -224,6 +224,7 @@ class Relay {
   void send_control(rt::Shard& s, std::size_t target, rt::ShardMessage message);
   void forward(rt::Shard& s, std::size_t target, rt::ShardMessage message);
   std::uint64_t tick(rt::Shard& s);
+  void update_discovery(rt::Shard& s, ShardState& st);
   void drain_overflow(rt::Shard& s);
   // Overload: a room's pressure, its members' holds, slow consumers.
   struct Room;

@@ -134,6 +134,11 @@ struct SimNetwork::Impl {
       ++stats.lost;
       return;
     }
+    // A link that cannot carry it (no fragmentation on the way): before the queue, no draw.
+    if (c.mtu != 0 && bytes.size() > c.mtu) {
+      ++stats.mtu_dropped;
+      return;
+    }
 
     std::uint64_t depart = now;
     if (c.bandwidth_bytes_per_s > 0) {

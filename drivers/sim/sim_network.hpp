@@ -27,6 +27,7 @@ struct LinkConditions {
   std::uint64_t bandwidth_bytes_per_s = 0;  // 0 = unlimited; serialisation delay per byte
   std::uint64_t queue_limit_bytes = 0;      // 0 = unlimited; tail-drop beyond this backlog
   bool down = false;                        // drop everything (a dead link)
+  std::uint32_t mtu = 0;                    // 0 = no limit; larger datagrams are dropped
 };
 
 struct SimStats {
@@ -36,7 +37,8 @@ struct SimStats {
   std::uint64_t duplicated = 0;
   std::uint64_t reordered = 0;
   std::uint64_t queue_dropped = 0;
-  std::uint64_t unroutable = 0;  // no driver attached at the destination
+  std::uint64_t unroutable = 0;   // no driver attached at the destination
+  std::uint64_t mtu_dropped = 0;  // larger than the link's mtu
 };
 
 class SimDriver;

@@ -110,6 +110,10 @@ std::unique_ptr<SocketDriver> open_socket_driver(const SocketOptions& options, s
   }
   request_buffer(raw, SO_RCVBUFFORCE, SO_RCVBUF, options.receive_buffer);
   request_buffer(raw, SO_SNDBUFFORCE, SO_SNDBUF, options.send_buffer);
+  // Discovery pings may go to a broadcast address (tern::Host::discover); without it the
+  // kernel refuses them (EACCES). Harmless for every other datagram.
+  const int broadcast = 1;
+  (void)::setsockopt(raw, SOL_SOCKET, SO_BROADCAST, &broadcast, sizeof broadcast);
 
   sockaddr_storage ss{};
   socklen_t len = 0;

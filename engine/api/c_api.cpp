@@ -18,6 +18,7 @@ struct tern_host {
   // The last receive event's message, so tern_event.data stays valid until the next service
   // call without a copy (ENet hands out a packet to destroy instead; this has nothing to free).
   tern::Packet held;
+  tern::Packet held_info;  // the last discovery answer's info, as `held`
   // Reserved at creation: a failure path that has to allocate would be the wrong place to
   // run out of memory.
   std::string last_error;
@@ -100,6 +101,13 @@ tern::HostOptions to_cpp(const tern_host_options& o) {
   h.fast_retransmit = o.fast_retransmit != 0;
   h.congestion_window = o.congestion_window != 0;
   h.throttle_reliable_window = o.throttle_reliable_window != 0;
+  h.nodelay = o.nodelay != 0;
+  h.delivery_modes = o.delivery_modes != 0;
+  h.redundancy = o.redundancy != 0;
+  h.path_mtu = o.path_mtu != 0;
+  h.discovery = o.discovery != 0;
+  h.discovery_rate_per_address = o.discovery_rate_per_address;
+  h.discovery_rate_per_prefix = o.discovery_rate_per_prefix;
   return h;
 }
 
@@ -164,6 +172,13 @@ tern_host_options tern_host_options_default(void) {
   o.fast_retransmit = h.fast_retransmit;
   o.congestion_window = h.congestion_window;
   o.throttle_reliable_window = h.throttle_reliable_window;
+  o.nodelay = h.nodelay;
+  o.delivery_modes = h.delivery_modes;
+  o.redundancy = h.redundancy;
+  o.path_mtu = h.path_mtu;
+  o.discovery = h.discovery;
+  o.discovery_rate_per_address = static_cast<uint32_t>(h.discovery_rate_per_address);
+  o.discovery_rate_per_prefix = static_cast<uint32_t>(h.discovery_rate_per_prefix);
   return o;
 }
 
@@ -188,7 +203,7 @@ tern_host* tern_host_create(const tern_host_options* options, const char* bind, 
       write_text(error, error_size, why);
       return nullptr;
     }
-    auto* h = new tern_host{std::move(host), {}, {}};
+    auto* h = new tern_host{std::move(host), {}, {}, {}};
     h->last_error.reserve(kErrorReserve);
     return h;
   } catch (const std::bad_alloc&) {
@@ -423,7 +438,86 @@ int tern_peer_get_stats(const tern_host* host, tern_peer peer, tern_peer_stats* 
   stats->reliable_in_transit = s.reliable_in_transit;
   stats->queued_outgoing = s.queued_outgoing;
   stats->selective_acks = s.selective_acks;
+  stats->nodelay = s.nodelay;
+  stats->delivery_modes = s.delivery_modes;
+  stats->redundancy = s.redundancy;
+  stats->redundancy_k = s.redundancy_k;
+  stats->queued_bytes = s.queued_bytes;
+  stats->ping_interval_ms = s.ping_interval_ms;
+  stats->timeout_limit = s.timeout_limit;
+  stats->timeout_minimum_ms = s.timeout_minimum_ms;
+  stats->timeout_maximum_ms = s.timeout_maximum_ms;
+  stats->throttle_interval_ms = s.throttle_interval_ms;
+  stats->throttle_acceleration = s.throttle_acceleration;
+  stats->throttle_deceleration = s.throttle_deceleration;
   return TERN_OK;
+}
+
+void tern_peer_timeout(tern_host* host, tern_peer peer, uint32_t limit, uint32_t minimum_ms,
+                       uint32_t maximum_ms) {
+  if (host == nullptr) return;
+  try {
+    host->host->set_peer_timeout(to_cpp(peer), limit, minimum_ms, maximum_ms);
+  } catch (...) {
+    set_error(host, "peer timeout: out of memory");
+  }
+}
+
+void tern_peer_throttle_configure(tern_host* host, tern_peer peer, uint32_t interval_ms,
+                                  uint32_t acceleration, uint32_t deceleration) {
+  if (host == nullptr) return;
+  try {
+    host->host->set_peer_throttle(to_cpp(peer), interval_ms, acceleration, deceleration);
+  } catch (...) {
+    set_error(host, "throttle configure: out of memory");
+  }
+}
+
+void tern_peer_ping_interval(tern_host* host, tern_peer peer, uint32_t interval_ms) {
+  if (host == nullptr) return;
+  try {
+    host->host->set_peer_ping_interval(to_cpp(peer), interval_ms);
+  } catch (...) {
+    set_error(host, "ping interval: out of memory");
+  }
+}
+
+int tern_host_set_discovery_info(tern_host* host, const void* info, size_t length) {
+  if (host == nullptr || (info == nullptr && length != 0)) return TERN_ERROR_INVALID_ARGUMENT;
+  try {
+    host->host->set_discovery_info({static_cast<const std::byte*>(info), length});
+    return TERN_OK;
+  } catch (...) {
+    set_error(host, "discovery info: out of memory");
+    return TERN_ERROR_NO_MEMORY;
+  }
+}
+
+uint32_t tern_host_discover(tern_host* host, const tern_address* address, size_t info_room) {
+  if (host == nullptr || address == nullptr) return 0;
+  try {
+    const uint32_t nonce = host->host->discover(to_cpp(*address), info_room);
+    if (nonce == 0) set_error(host, "discover: too many pings wait to be sent");
+    return nonce;
+  } catch (...) {
+    set_error(host, "discover: out of memory");
+    return 0;
+  }
+}
+
+int tern_host_poll_discovery(tern_host* host, tern_discovery_answer* answer) {
+  if (host == nullptr || answer == nullptr) return TERN_ERROR_INVALID_ARGUMENT;
+  *answer = tern_discovery_answer{};
+  tern::DiscoveryAnswer a;
+  if (!host->host->poll_discovery(a)) return 0;
+  answer->address = to_c(a.from);
+  answer->rtt_us = a.rtt_us;
+  answer->nonce = a.nonce;
+  answer->truncated = a.truncated ? 1 : 0;
+  host->held_info = std::move(a.info);
+  answer->info = reinterpret_cast<const uint8_t*>(host->held_info.bytes().data());
+  answer->info_length = host->held_info.size();
+  return 1;
 }
 
 tern_peer_state tern_peer_get_state(const tern_host* host, tern_peer peer) {
@@ -465,6 +559,14 @@ void tern_host_get_stats(const tern_host* host, tern_host_stats* stats) {
     stats->dropped = s.dropped;
     stats->peers = s.peers;
     stats->buffered_bytes = s.buffered_bytes;
+    stats->fast_retransmits = s.fast_retransmits;
+    stats->redundant_sent = s.redundant_sent;
+    stats->discovery_pings_in = s.discovery_pings_in;
+    stats->discovery_pongs_out = s.discovery_pongs_out;
+    stats->discovery_refused = s.discovery_refused;
+    stats->discovery_truncated = s.discovery_truncated;
+    stats->discovery_pings_out = s.discovery_pings_out;
+    stats->discovery_answers = s.discovery_answers;
   } catch (...) {
     set_error(host, "stats: out of memory");
   }

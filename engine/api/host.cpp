@@ -67,6 +67,13 @@ proto::HostConfig to_config(const HostOptions& o, std::uint64_t seed) {
   c.verify_before_peer = o.verify_before_peer;
   c.half_open_capacity = o.half_open_capacity;
   c.half_open_timeout_ms = o.half_open_timeout_ms;
+  c.pmtu = o.path_mtu;
+  c.pmtu_max = o.path_mtu_max;
+  c.discovery = o.discovery;
+  c.discovery_rate_per_address = o.discovery_rate_per_address;
+  c.discovery_burst_per_address = 2 * o.discovery_rate_per_address;
+  c.discovery_rate_per_prefix = o.discovery_rate_per_prefix;
+  c.discovery_burst_per_prefix = 2 * o.discovery_rate_per_prefix;
   c.random_seed = seed;
   return c;
 }
@@ -347,6 +354,37 @@ void Host::ban(const Endpoint& address, std::chrono::milliseconds duration) {
 
 void Host::unban(const Endpoint& address) { impl_->core_.unban(address); }
 
+void Host::set_discovery_info(std::span<const std::byte> info) {
+  impl_->core_.set_discovery_info(info);
+}
+
+std::uint32_t Host::discover(const Endpoint& address, std::size_t info_room) {
+  if (impl_->kcp_) return 0;
+  const std::uint32_t nonce = impl_->core_.discover(impl_->clock_.now_us(), address, info_room);
+  // Sent now, so the RTT it measures starts when the ping leaves.
+  impl_->transmit_all();
+  return nonce;
+}
+
+bool Host::poll_discovery(DiscoveryAnswer& answer) { return impl_->core_.poll_discovery(answer); }
+
+void Host::set_peer_timeout(PeerHandle peer, std::uint32_t limit, std::uint32_t minimum_ms,
+                            std::uint32_t maximum_ms) {
+  if (impl_->kcp_) return;
+  impl_->core_.configure_timeouts(peer, limit, minimum_ms, maximum_ms);
+}
+
+void Host::set_peer_throttle(PeerHandle peer, std::uint32_t interval_ms, std::uint32_t acceleration,
+                             std::uint32_t deceleration) {
+  if (impl_->kcp_) return;
+  impl_->core_.configure_throttle(peer, interval_ms, acceleration, deceleration);
+}
+
+void Host::set_peer_ping_interval(PeerHandle peer, std::uint32_t interval_ms) {
+  if (impl_->kcp_) return;
+  impl_->core_.set_ping_interval(peer, interval_ms);
+}
+
 HostStats Host::stats() const {
   if (impl_->kcp_) {
     const proto::kcp::KcpCounters& c = impl_->kcp_->counters();
@@ -407,6 +445,20 @@ HostStats Host::stats() const {
   s.amplification_capped = c.amplification_capped;
   s.unverified_bytes_in = c.unverified_bytes_in;
   s.unverified_bytes_out = c.unverified_bytes_out;
+  s.discovery_pings_in = c.discovery_pings_in;
+  s.discovery_bytes_in = c.discovery_bytes_in;
+  s.discovery_pongs_out = c.discovery_pongs_out;
+  s.discovery_bytes_out = c.discovery_bytes_out;
+  s.discovery_truncated = c.discovery_truncated;
+  s.discovery_refused = c.discovery_refused;
+  s.discovery_rate_limited = c.discovery_rate_limited;
+  s.discovery_pings_out = c.discovery_pings_out;
+  s.discovery_answers = c.discovery_answers;
+  s.pmtu_probes_sent = c.pmtu_probes_sent;
+  s.pmtu_probes_lost = c.pmtu_probes_lost;
+  s.pmtu_probes_answered = c.pmtu_probes_answered;
+  s.pmtu_raised = c.pmtu_raised;
+  s.pmtu_lowered = c.pmtu_lowered;
   for (std::size_t i = 0; i < proto::kDropCount; ++i) {
     if (c.drops.by_reason[i] != 0) {
       s.drops_by_reason.emplace_back(proto::drop_name(static_cast<proto::Drop>(i)),

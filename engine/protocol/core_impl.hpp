@@ -78,6 +78,30 @@ struct HostCore::Impl {
   HalfOpenTable half_open;  // handshakes not yet acknowledged (handshake.cpp)
   SourceGuard guard;        // connect rates and bans per source (handshake.cpp)
 
+  // Offline discovery (discovery.cpp): pings and pongs waiting for the next flush, the info
+  // pongs carry, our pings still taking answers, and the answers for the application.
+  struct DiscoveryOut {
+    Endpoint to;
+    std::uint32_t nonce = 0;
+    std::uint16_t room = 0;  // info bytes the pong may carry (a ping's padding)
+    TernExtKind kind = TernExtKind::none;
+  };
+  struct DiscoveryPing {
+    std::uint32_t nonce = 0;
+    std::uint64_t sent_us = 0;
+    std::uint32_t answers = 0;
+  };
+  static constexpr std::size_t kMaxAnswersPerPing = 256;
+  static constexpr std::size_t kMaxDiscoveryAnswers = 1024;
+  std::vector<DiscoveryOut> discovery_out;
+  std::vector<std::byte> discovery_info;
+  std::array<DiscoveryPing, 16> discovery_pings{};
+  std::vector<DiscoveryAnswer> discovery_answers;
+  std::size_t discovery_answer_head = 0;
+  std::size_t discovery_queue_capacity() const {
+    return std::max<std::size_t>(1, config.discovery_queue);
+  }
+
   // Routing keys (peer_directory.cpp).
   static constexpr std::uint16_t kIdentityKey = 0x8000;
   static constexpr std::uint32_t kNoSlot = ~std::uint32_t{0};
@@ -439,6 +463,7 @@ struct HostCore::Impl {
   void put_command(Build& b, const Command& cmd, std::span<const std::byte> payload);
   static Command wire_command(const OutCmd& c);
   void put_queued(Build& b, const OutCmd& c);
+  bool fit_oversize(Build& b, const OutCmd& c) const;
   Wrote write_reliable_one(Peer& p, Build& b, OutCmd* c);
   Wrote write_unreliable_one(Peer& p, Build& b, OutCmd* c);
   bool waits_for_reliable(const Peer& p, const OutCmd* u) const;
@@ -502,11 +527,13 @@ struct HostCore::Impl {
   Handled handle_tern_ext(Peer& p, const Command& cmd, Arrival& arrival);
   void on_reliable_acked(Peer& p, PeerQueues& q, const OutCmd& c);
   void after_acks(Peer& p);
-  void on_retransmission_timeouts(const Peer& p, PeerQueues& q, std::uint64_t first_sent_ms);
+  void on_retransmission_timeouts(Peer& p, PeerQueues& q, std::uint64_t first_sent_ms);
+  std::uint64_t extension_deadline(const Peer& p) const;
+  void extension_timers(Peer& p);
+  std::size_t extension_datagrams(Peer& p, std::span<OutDatagram> out);
   std::uint32_t extension_send_window(const PeerQueues& q) const;
   void extension_extras(Peer& p, Build& b);
   void extension_commands(Peer& p, Build& b);
-  std::uint64_t extension_deadline(const Peer& p) const;
   void on_range_written(Peer& p, const PendingAck& a);
   bool fold_behind_range(const Peer& p, AckChunk& chunk, const Command& cmd,
                          std::uint16_t sent_time);
@@ -596,6 +623,41 @@ struct HostCore::Impl {
   void cc_paced_sent(Peer& p, const OutCmd& c);
   std::uint64_t cc_wake_ms(const Peer& p) const;
   bool cc_express(const Peer& p, const Command& cmd, const Channel& ch, std::uint16_t length) const;
+  // ---- pmtu.cpp: extension: path MTU discovery, probes and their acknowledgements --------
+  static constexpr std::uint16_t kPmtuStep = 16;  // the search ends when lo and hi are closer
+  static constexpr std::uint32_t kPmtuStartMs = 200;
+  static constexpr std::uint8_t kPmtuTries = 2;
+  static constexpr std::uint32_t kPmtuMinTimeoutMs = 50;
+  static constexpr std::uint32_t kPmtuMaxTimeoutMs = 2000;
+  static constexpr std::uint32_t kPmtuRecheckMs = 5000;
+  std::uint32_t pmtu_offered() const;
+  std::uint32_t pmtu_agreed(const Peer& p) const;
+  void pmtu_on_agreed(Peer& p, std::uint32_t agreed);
+  std::uint16_t pmtu_ceiling() const;
+  void pmtu_restart(Peer& p, PeerExtra& x, std::uint16_t hi);
+  static std::uint16_t pmtu_next_size(const PeerExtra& x);
+  std::uint32_t pmtu_probe_timeout(const Peer& p) const;
+  std::uint64_t pmtu_deadline(const Peer& p) const;
+  void pmtu_timers(Peer& p);
+  Handled handle_mtu_probe(Peer& p, const Command& cmd, Arrival& arrival);
+  Handled handle_mtu_probe_ack(Peer& p, const Command& cmd, Arrival& arrival);
+  void pmtu_after_timeouts(Peer& p);
+  std::size_t pmtu_datagrams(Peer& p, std::span<OutDatagram> out);
+  void pmtu_datagram(Peer& p, OutDatagram& dg, TernExtKind kind, std::span<const std::byte> data,
+                     std::size_t total);
+
+  // ---- discovery.cpp: extension: unconnected discovery ping and pong ----------------------
+  static bool is_unconnected_ext(std::span<const std::byte> bytes, const DecodedHeader& dh);
+  void unconnected_datagram(std::uint64_t now_us, const Endpoint& from, const DecodedHeader& dh,
+                            std::span<const std::byte> bytes);
+  void discovery_on_ping(const Endpoint& from, const Command& cmd, std::size_t ping_bytes);
+  bool discovery_rate_pass(const Endpoint& from);
+  void discovery_on_pong(std::uint64_t now_us, const Endpoint& from, const Command& cmd);
+  std::uint32_t discover(std::uint64_t now_us, const Endpoint& to, std::size_t info_room);
+  void set_discovery_info(std::span<const std::byte> info);
+  bool poll_discovery(DiscoveryAnswer& out);
+  std::size_t flush_discovery(std::span<OutDatagram> out);
+  static std::uint32_t read_nonce(std::span<const std::byte> payload);
 
   // ---- host_core.cpp: orchestration ---------------------------------------------------
   void on_datagram(std::uint64_t now_us, const Endpoint& from, std::span<const std::byte> bytes);

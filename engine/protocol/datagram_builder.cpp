@@ -62,6 +62,18 @@ inline void HostCore::Impl::put_queued(Build& b, const OutCmd& c) {
                        : std::span<const std::byte>());
 }
 
+// A command cut for a larger MTU than the connection has now (path MTU discovery lowered
+// it) fits no datagram of the current size: it goes alone, in a datagram made as large as it
+// needs, rather than waiting forever.
+inline bool HostCore::Impl::fit_oversize(Build& b, const OutCmd& c) const {
+  if (b.commands != 0 || kMaxHeaderSize + c.wire_size() <= b.limit) return false;
+  if (b.pos + c.wire_size() > kMaxHeaderSize + kMaxMtu - header_size(true, config.checksum)) {
+    return false;
+  }
+  b.limit = b.pos + c.wire_size();
+  return true;
+}
+
 // A reliable command, if the reliable windows and the throttled send window allow it.
 inline HostCore::Impl::Wrote HostCore::Impl::write_reliable_one(Peer& p, Build& b, OutCmd* c) {
   PeerQueues& q = *p.queues;  // c is queued there
@@ -95,7 +107,7 @@ inline HostCore::Impl::Wrote HostCore::Impl::write_reliable_one(Peer& p, Build& 
       return Wrote::blocked;
     }
   }
-  if (room(b) < c->wire_size()) return Wrote::full;
+  if (room(b) < c->wire_size() && !fit_oversize(b, *c)) return Wrote::full;
   if (paced) {
     cc_paced_sent(p, *c);
     b.paced = true;
@@ -150,7 +162,7 @@ inline HostCore::Impl::Wrote HostCore::Impl::write_unreliable_one(Peer& p, Build
       return Wrote::dropped;
     }
   }
-  if (room(b) < c->wire_size()) return Wrote::full;
+  if (room(b) < c->wire_size() && !fit_oversize(b, *c)) return Wrote::full;
   q.outgoing_unreliable.remove(c);
   if (order_before(q.order_floor, c->queue_order)) q.order_floor = c->queue_order;
   put_queued(b, *c);

@@ -44,13 +44,17 @@ namespace tern::proto {
   X(unverified, "datagram from a source that has not acknowledged our VERIFY_CONNECT")  \
   X(invalid_cookie, "acknowledgement of a VERIFY_CONNECT with the wrong cookie")       \
   X(expired_cookie, "datagram for a handshake past HostConfig::half_open_timeout_ms") \
-  X(rate_limited, "connect over its source's or prefix's connect rate")                \
-  X(banned, "handshake datagram from a banned address")                               \
+  X(rate_limited, "connect or discovery ping over its source's or prefix's rate")      \
+  X(banned, "handshake or discovery datagram from a banned address")                  \
   X(block_malformed, "block slice or ack whose sizes, count or length disagree")        \
   X(block_too_large, "block larger than HostConfig::max_block_size")                    \
   X(block_slice_out_of_range, "block slice index not below the slice count")           \
   X(block_mismatch, "block slice naming another block than the one in progress")       \
-  X(block_memory, "block refused: the peer's blocks in progress at max_block_size")
+  X(block_memory, "block refused: the peer's blocks in progress at max_block_size") \
+  X(discovery_off, "discovery ping to a host that does not answer them")              \
+  X(bad_discovery, "discovery ping or pong too short, or a pong for no ping of ours")  \
+  X(bad_pmtu, "path MTU probe or acknowledgement too short or naming an impossible size") \
+  X(discovery_queue_full, "discovery answer not queued: too many wait for the flush")
 // clang-format on
 
 enum class Drop : std::uint8_t { TERN_DROP_REASONS(TERN_DROP_ENUMERATOR) count_ };

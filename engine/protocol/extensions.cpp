@@ -12,7 +12,8 @@ namespace tern::proto {
 // What a connecting hello offers.
 inline std::uint32_t HostCore::Impl::local_features() const {
   return selective_acks_offered() | nodelay_offered() | delivery_modes_offered() |
-         redundancy_offered() | blocks_offered() | cc_offered();
+         redundancy_offered() | blocks_offered() | cc_offered() |
+         pmtu_offered();
 }
 
 // What a hello may name that we take up: what we offer, and what we honour for the other side
@@ -24,7 +25,7 @@ inline std::uint32_t HostCore::Impl::understood_features() const {
 // The features a hello's answer names for this connection (the server's VERIFY side).
 inline std::uint32_t HostCore::Impl::agreed_features(const Peer& p) const {
   return selective_acks_agreed(p) | nodelay_agreed(p) | delivery_modes_agreed(p) |
-         redundancy_agreed(p) | blocks_agreed(p) | cc_agreed(p);
+         redundancy_agreed(p) | blocks_agreed(p) | cc_agreed(p) | pmtu_agreed(p);
 }
 
 // What agreed_features names for a connection once on_features_agreed took `agreed`, without a
@@ -35,6 +36,7 @@ inline std::uint32_t HostCore::Impl::answer_features(std::uint32_t agreed) const
   if ((agreed & kFeatureNodelay) != 0 || config.nodelay) out |= kFeatureNodelay;
   if (config.redundancy && (agreed & kFeatureRedundancy) != 0) out |= kFeatureRedundancy;
   if (config.congestion_control && (agreed & kFeatureCongestion) != 0) out |= kFeatureCongestion;
+  if (config.pmtu && (agreed & kFeaturePmtu) != 0) out |= kFeaturePmtu;
   return out;
 }
 
@@ -45,6 +47,7 @@ inline void HostCore::Impl::on_features_agreed(Peer& p, std::uint32_t agreed) {
   redundancy_on_agreed(p, agreed);
   blocks_on_agreed(p, agreed);
   cc_on_agreed(p, agreed);
+  pmtu_on_agreed(p, agreed);
 }
 
 // ---- commands: the extensions' rules in the command table (command_table.cpp) -------------
@@ -71,6 +74,8 @@ inline Handled HostCore::Impl::handle_tern_ext(Peer& p, const Command& cmd, Arri
   switch (static_cast<TernExtKind>(cmd.ext.kind)) {
     case TernExtKind::block_slice: return handle_block_slice(p, cmd, arrival);
     case TernExtKind::block_ack: return handle_block_ack(p, cmd, arrival);
+    case TernExtKind::mtu_probe: return handle_mtu_probe(p, cmd, arrival);
+    case TernExtKind::mtu_probe_ack: return handle_mtu_probe_ack(p, cmd, arrival);
     default: arrival.why = Drop::unknown_ext_kind; return Handled::stop;
   }
 }
@@ -94,9 +99,28 @@ inline void HostCore::Impl::after_acks(Peer& p) {
 
 // Commands in flight timed out and went back to the queue; `first_sent_ms` is when the
 // oldest of them was sent.
-inline void HostCore::Impl::on_retransmission_timeouts(const Peer& p, PeerQueues& q,
+inline void HostCore::Impl::on_retransmission_timeouts(Peer& p, PeerQueues& q,
                                                        std::uint64_t first_sent_ms) {
   congestion_window_on_timeouts(p, q, first_sent_ms);
+  pmtu_after_timeouts(p);
+}
+
+// ---- timers (timers.cpp) and datagrams of their own (host_core.cpp, flush) ---------------
+
+// The earliest time an extension needs the peer's timers to run or has something to send
+// (kNever: none): a path MTU probe, a large block's next slices.
+inline std::uint64_t HostCore::Impl::extension_deadline(const Peer& p) const {
+  if (p.extra == nullptr) return kNever;
+  return std::min(pmtu_deadline(p), blocks_deadline(p));
+}
+
+// The peer's timers run (before its datagrams are built).
+inline void HostCore::Impl::extension_timers(Peer& p) { pmtu_timers(p); }
+
+// After the peer's datagrams: ones an extension builds whole (path MTU probes). Returns how
+// many it wrote into `out` (what does not fit waits for the next flush).
+inline std::size_t HostCore::Impl::extension_datagrams(Peer& p, std::span<OutDatagram> out) {
+  return pmtu_datagrams(p, out);
 }
 
 // ---- the datagram builder (datagram_builder.cpp) ------------------------------------------
@@ -113,11 +137,6 @@ inline void HostCore::Impl::extension_extras(Peer& p, Build& b) { redundancy_ext
 // The datagram's own commands are written: what extensions send on their own (it may be all
 // the datagram carries). They set b.more when they have more ready than fits.
 inline void HostCore::Impl::extension_commands(Peer& p, Build& b) { blocks_write(p, b); }
-
-// When an extension next has something to send for the peer (kNever: nothing).
-inline std::uint64_t HostCore::Impl::extension_deadline(const Peer& p) const {
-  return blocks_deadline(p);
-}
 
 // ---- acknowledgements owed (ack_ledger.cpp) -----------------------------------------------
 

@@ -15,6 +15,7 @@
 #include "datagram_builder.cpp"
 #include "delivery_modes.cpp"
 #include "disconnect.cpp"
+#include "discovery.cpp"
 #include "extensions.cpp"
 #include "fast_retransmit.cpp"
 #include "handshake.cpp"
@@ -22,6 +23,7 @@
 #include "nodelay.cpp"
 #include "peer_blocks.cpp"
 #include "peer_directory.cpp"
+#include "pmtu.cpp"
 #include "reassembly.cpp"
 #include "receive.cpp"
 #include "redundancy.cpp"
@@ -68,6 +70,9 @@ inline void HostCore::Impl::on_datagram(std::uint64_t now_us, const Endpoint& fr
       peer = unverified_datagram(from, dh, bytes, skip_ack);
       if (peer == nullptr) return;
     }
+  } else if (is_unconnected_ext(bytes, dh)) {
+    unconnected_datagram(now_us, from, dh, bytes);
+    return;
   } else if (config.verify_before_peer) {
     stranger_datagram(from, dh, bytes);
     return;
@@ -208,6 +213,7 @@ inline std::size_t HostCore::Impl::flush(std::uint64_t now_us, std::span<OutData
     counters.bytes_out += f.size;
     farewells.pop_back();
   }
+  n += flush_discovery(out.subspan(n));
   fire_timers();
   bandwidth_throttle();
   while (dirty_cursor < dirty.size()) {
@@ -226,6 +232,7 @@ inline std::size_t HostCore::Impl::flush(std::uint64_t now_us, std::span<OutData
       if (p.state == PeerState::disconnected) break;
       if (build_datagram(p, out[n], more)) ++n;
     }
+    if (p.state != PeerState::disconnected) n += extension_datagrams(p, out.subspan(n));
     p.dirty = false;
     p.timer_due = false;
     if (p.state != PeerState::disconnected) {
@@ -428,6 +435,18 @@ void HostCore::set_bandwidth_limit(std::uint32_t incoming, std::uint32_t outgoin
   impl_->recalculate_bandwidth_limits = true;
 }
 
+void HostCore::set_discovery_info(std::span<const std::byte> info) {
+  impl_->set_discovery_info(info);
+}
+
+void HostCore::set_discovery(bool on) { impl_->config.discovery = on; }
+
+std::uint32_t HostCore::discover(std::uint64_t now_us, const Endpoint& to, std::size_t info_room) {
+  return impl_->discover(now_us, to, info_room);
+}
+
+bool HostCore::poll_discovery(DiscoveryAnswer& out) { return impl_->poll_discovery(out); }
+
 std::size_t HostCore::flush(std::uint64_t now_us, std::span<OutDatagram> out) {
   return impl_->flush(now_us, out);
 }
@@ -462,6 +481,9 @@ bool HostCore::peer_stats(PeerHandle peer, PeerStats& out) const {
   out.nodelay = p->nodelay_agreed;
   out.delivery_modes = p->delivery_modes;
   out.redundancy = p->redundancy;
+  out.path_mtu = p->pmtu;
+  out.path_mtu_searching =
+      p->pmtu && p->extra != nullptr && !p->extra->pmtu_recheck && p->extra->pmtu_due_ms != 0;
   out.redundancy_k = impl_->redundancy_k(*p);
   out.redundancy_loss = Impl::redundancy_loss(*p);
   out.congestion_control = p->congestion_control;
@@ -472,7 +494,15 @@ bool HostCore::peer_stats(PeerHandle peer, PeerStats& out) const {
     out.cc_cwnd = cc.cwnd;
     out.cc_pacing_rate = cc.pacing_rate;
   }
+  out.ping_interval_ms = impl_->ping_interval(*p);
+  out.timeout_limit = impl_->timeout_limit(*p);
+  out.timeout_minimum_ms = impl_->timeout_minimum(*p);
+  out.timeout_maximum_ms = impl_->timeout_maximum(*p);
+  out.throttle_interval_ms = impl_->throttle_interval(*p);
+  out.throttle_acceleration = impl_->throttle_acceleration(*p);
+  out.throttle_deceleration = impl_->throttle_deceleration(*p);
   if (const PeerQueues* q = p->queues) {
+    out.queued_bytes = q->queued_bytes;
     out.reliable_in_transit = q->reliable_data_in_transit;
     out.queued_outgoing =
         static_cast<std::uint32_t>(q->outgoing_reliable.size() + q->outgoing_unreliable.size());

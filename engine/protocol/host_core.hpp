@@ -206,6 +206,30 @@ struct HostConfig {
   // Bans (HostCore::ban) held at once, in sets of 16; a full set forgets its soonest-ending
   // ban (ban() says so). A quarter of it in use displaces none in practice.
   std::size_t ban_capacity = 16384;
+  // Offline discovery (WIRE.md, "Discovery"). Off by default: a host answers discovery pings
+  // from anyone only when its application asks to be found. An answer carries the bytes of
+  // set_discovery_info(), cut to what the ping paid for in padding, so it is never larger
+  // than the ping; banned sources get nothing, and answers per address (any port) and per
+  // prefix are limited by token buckets (rate per second, burst deep; 0 = no limit) in the
+  // source table the connect limits use. Pings and pongs wait for the next flush in a queue
+  // of discovery_queue entries; past it they are refused (counted). A client's discover()
+  // works whatever `discovery` says; its pings take answers for discovery_timeout_ms.
+  bool discovery = false;
+  // Path MTU discovery (WIRE.md, "Path MTU discovery"; negotiated, both sides must run it):
+  // each side probes its direction with padded datagrams, first at the negotiated MTU, then
+  // by binary search up to pmtu_max (at most kMaxMtu, 4096: the largest datagram Tern's
+  // receive path takes), and sends with the largest size acknowledged (datagrams and
+  // fragments); below the negotiated MTU when even that is lost (down to 576), and back to
+  // 576 and a new search when large datagrams stop getting through while small ones do.
+  // Plain ENet peers keep the negotiated MTU.
+  bool pmtu = false;
+  std::uint32_t pmtu_max = kMaxMtu;
+  double discovery_rate_per_address = 4;
+  double discovery_burst_per_address = 8;
+  double discovery_rate_per_prefix = 64;
+  double discovery_burst_per_prefix = 128;
+  std::size_t discovery_queue = 256;
+  std::uint32_t discovery_timeout_ms = 5000;
 };
 
 struct HostCounters {
@@ -264,9 +288,30 @@ struct HostCounters {
   std::uint64_t peers_promoted = 0;         // entries turned into peers by their ack
   std::uint64_t unverified_bytes_in = 0;    // from sources while unverified
   std::uint64_t unverified_bytes_out = 0;   // to them
-  std::size_t half_open = 0;                // entries now
-  std::size_t buffered_bytes = 0;           // incoming data held for reassembly/ordering/delivery
-  std::size_t reassembly_bytes = 0;         // of which incomplete fragment sets
+  // Offline discovery: pings received (answered or not, and their bytes), answered (pongs and
+  // their bytes, never more than the pings'), of which with the info cut to fit, refused
+  // (off, banned, over a rate, malformed, queue full), of which over a rate; our own pings
+  // and the answers they took.
+  std::uint64_t discovery_pings_in = 0;
+  std::uint64_t discovery_bytes_in = 0;
+  std::uint64_t discovery_pongs_out = 0;
+  std::uint64_t discovery_bytes_out = 0;
+  std::uint64_t discovery_truncated = 0;
+  std::uint64_t discovery_refused = 0;
+  std::uint64_t discovery_rate_limited = 0;
+  std::uint64_t discovery_pings_out = 0;
+  std::uint64_t discovery_answers = 0;
+  // Path MTU discovery: probes sent, probes that timed out, probes of the peer's answered,
+  // sizes adopted (acknowledged probes that changed the MTU) and MTUs lowered (the negotiated
+  // one lost, or a path that shrank).
+  std::uint64_t pmtu_probes_sent = 0;
+  std::uint64_t pmtu_probes_lost = 0;
+  std::uint64_t pmtu_probes_answered = 0;
+  std::uint64_t pmtu_raised = 0;
+  std::uint64_t pmtu_lowered = 0;
+  std::size_t half_open = 0;         // entries now
+  std::size_t buffered_bytes = 0;    // incoming data held for reassembly/ordering/delivery
+  std::size_t reassembly_bytes = 0;  // of which incomplete fragment sets
   DropCounters drops;
 };
 
@@ -374,6 +419,17 @@ class HostCore {
   void set_ping_interval(PeerHandle peer, std::uint32_t interval_ms);
   // Changes the host's bandwidth; peers are told on the next bandwidth throttle pass.
   void set_bandwidth_limit(std::uint32_t incoming, std::uint32_t outgoing);
+
+  // ---- offline discovery (WIRE.md, "Discovery") -------------------------------------------
+  // What this host's discovery answers carry (copied; at most kMaxDiscoveryInfo bytes), and
+  // whether it answers at all (HostConfig::discovery).
+  void set_discovery_info(std::span<const std::byte> info);
+  void set_discovery(bool on);
+  // Queues a discovery ping to `to` (one server, or a broadcast address) padded so that an
+  // answer may carry `info_room` bytes of info (at most what the MTU leaves). Returns the
+  // ping's nonce, 0 when the queue is full. Answers come through poll_discovery.
+  std::uint32_t discover(std::uint64_t now_us, const Endpoint& to, std::size_t info_room);
+  bool poll_discovery(DiscoveryAnswer& out);
 
   // ---- output ----------------------------------------------------------------------------
   // Fires due timers (retransmits, pings, timeouts, throttle epochs) and writes datagrams into

@@ -361,6 +361,21 @@ struct PeerExtra {
   std::vector<Receipt> receipts;
   // Large blocks (blocks.cpp), taken with the first block either way.
   std::unique_ptr<BlockState> blocks;
+  // Path MTU discovery (pmtu.cpp), taken when it is agreed: the negotiated MTU; the largest
+  // size acknowledged and the largest not yet known to fail; the negotiated size while it
+  // still has to be probed first; the probe in flight (0: none), its tries and when it times
+  // out or the next is due (0: never); a probe of the peer's to acknowledge; whether the
+  // probe checks the current size again (the search is over).
+  std::uint16_t pmtu_base = 0;
+  std::uint16_t pmtu_lo = 0;
+  std::uint16_t pmtu_hi = 0;
+  std::uint16_t pmtu_first = 0;
+  std::uint16_t pmtu_probe = 0;
+  std::uint16_t pmtu_ack_owed = 0;
+  std::uint8_t pmtu_tries = 0;
+  bool pmtu_send = false;
+  bool pmtu_recheck = false;
+  std::uint64_t pmtu_due_ms = 0;
 };
 
 // The hot per-connection record: what every connected peer needs, idle or not. Everything else
@@ -445,6 +460,8 @@ struct Peer {
   // Congestion control agreed in the hello (its model, PeerExtra::cc, is taken with the first
   // bulk message, so a connection that only carries small messages stays without a PeerExtra).
   bool congestion_control : 1 = false;
+  // Path MTU discovery agreed in the hello: probes go both ways (state in PeerExtra).
+  bool pmtu : 1 = false;
 
   bool connected_like() const {
     return state == PeerState::connected || state == PeerState::disconnect_later;

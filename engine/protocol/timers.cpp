@@ -12,7 +12,7 @@ inline std::uint64_t HostCore::Impl::peer_deadline(const Peer& p) const {
     deadline = p.last_receive_time + ping_after(p);
   }
   if (p.has_acks() && p.queues->acks_due != 0) deadline = std::min(deadline, p.queues->acks_due);
-  if (p.extra != nullptr) deadline = std::min(deadline, extension_deadline(p));
+  deadline = std::min(deadline, extension_deadline(p));
   return std::min(deadline, cc_wake_ms(p));
 }
 
@@ -57,6 +57,7 @@ inline bool HostCore::Impl::run_timers(Peer& p) {
   if (wants_keepalive_ping(p) && now_ms - p.last_receive_time >= ping_after(p)) {
     queue_keepalive_ping(p);
   }
+  extension_timers(p);
   return true;
 }
 

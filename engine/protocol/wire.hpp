@@ -117,6 +117,12 @@ inline constexpr std::size_t kAcknowledgeSize = 8;
 inline constexpr std::size_t kAckRangeSize = 10;
 inline constexpr std::size_t kHelloSize = 8;
 inline constexpr std::size_t kTernExtSize = 8;
+// Discovery (WIRE.md, "Discovery"): a ping's data is a nonce and padding, a pong's the nonce
+// and the server's info; flag bit 0 of a pong says the info was cut to fit the ping.
+inline constexpr std::size_t kDiscoveryNonceSize = 4;
+inline constexpr std::uint8_t kDiscoveryTruncated = 0x01;
+// The most info a pong can carry: a kMaxMtu datagram with a checksum, less the command.
+inline constexpr std::size_t kMaxDiscoveryInfo = kMaxMtu - 6 - kTernExtSize - kDiscoveryNonceSize;
 // tern_hello feature bits.
 inline constexpr std::uint32_t kFeatureSelectiveAcks = 1u << 0;
 inline constexpr std::uint32_t kFeatureNodelay = 1u << 1;
@@ -132,6 +138,7 @@ inline constexpr std::size_t kBlockSliceHeader = 16;
 inline constexpr std::size_t kBlockAckData = 44;
 inline constexpr std::uint32_t kBlockAckSpan = 256;
 inline constexpr std::uint32_t kFeatureCongestion = 1u << 4;
+inline constexpr std::uint32_t kFeaturePmtu = 1u << 7;  // path MTU discovery
 // An ack_range acknowledges its base sequence number and, for each set bit i of its bitfield,
 // base + 1 + i: 33 consecutive sequence numbers at most.
 inline constexpr std::uint32_t kAckRangeSpan = 33;

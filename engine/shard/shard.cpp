@@ -82,6 +82,9 @@ struct Shard::LiveCounters {
   std::atomic<std::uint64_t> unverified_bytes_in{0};
   std::atomic<std::uint64_t> unverified_bytes_out{0};
   std::atomic<std::uint64_t> timeouts{0};
+  std::atomic<std::uint64_t> discovery_pings_in{0};
+  std::atomic<std::uint64_t> discovery_pongs_out{0};
+  std::atomic<std::uint64_t> discovery_refused{0};
   std::atomic<std::uint64_t> over_limit_refused{0};
   std::atomic<std::uint64_t> over_limit_dropped{0};
   std::atomic<std::uint64_t> tx_dropped{0};
@@ -642,6 +645,9 @@ void Shard::publish_counters(const Driver& driver) {
   l.unverified_bytes_in.store(c.unverified_bytes_in, r);
   l.unverified_bytes_out.store(c.unverified_bytes_out, r);
   l.timeouts.store(c.timeouts, r);
+  l.discovery_pings_in.store(c.discovery_pings_in, r);
+  l.discovery_pongs_out.store(c.discovery_pongs_out, r);
+  l.discovery_refused.store(c.discovery_refused, r);
   l.over_limit_refused.store(c.intake_over_limit, r);
   l.over_limit_dropped.store(c.drops[proto::Drop::over_limit], r);
   const DriverStats d = driver.stats();
@@ -742,6 +748,9 @@ ShardCounters Shard::counters() const {
   s.unverified_bytes_in = l.unverified_bytes_in.load(r);
   s.unverified_bytes_out = l.unverified_bytes_out.load(r);
   s.timeouts = l.timeouts.load(r);
+  s.discovery_pings_in = l.discovery_pings_in.load(r);
+  s.discovery_pongs_out = l.discovery_pongs_out.load(r);
+  s.discovery_refused = l.discovery_refused.load(r);
   s.over_limit_refused = l.over_limit_refused.load(r);
   s.over_limit_dropped = l.over_limit_dropped.load(r);
   s.tx_dropped = l.tx_dropped.load(r);
@@ -930,6 +939,9 @@ ShardCounters ShardGroup::total() const {
     t.unverified_bytes_in += c.unverified_bytes_in;
     t.unverified_bytes_out += c.unverified_bytes_out;
     t.timeouts += c.timeouts;
+    t.discovery_pings_in += c.discovery_pings_in;
+    t.discovery_pongs_out += c.discovery_pongs_out;
+    t.discovery_refused += c.discovery_refused;
     t.over_limit_refused += c.over_limit_refused;
     t.over_limit_dropped += c.over_limit_dropped;
     t.tx_dropped += c.tx_dropped;

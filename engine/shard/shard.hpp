@@ -138,6 +138,10 @@ struct ShardCounters {
   // Handshake datagrams refused unanswered: over [connect_rate_per_*], or from a banned source.
   std::uint64_t connects_rate_limited = 0;
   std::uint64_t connects_banned = 0;
+  // Offline discovery (proto::HostConfig::discovery): pings received, answered, refused.
+  std::uint64_t discovery_pings_in = 0;
+  std::uint64_t discovery_pongs_out = 0;
+  std::uint64_t discovery_refused = 0;
   // host.intake_rate / intake_bandwidth: reliable messages left unacknowledged (resent later)
   // and unreliable ones dropped.
   std::uint64_t over_limit_refused = 0;

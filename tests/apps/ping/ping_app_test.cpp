@@ -36,7 +36,7 @@ std::string ping_binary() {
 // A child process with its stdout and stderr on pipes.
 class Child {
  public:
-  explicit Child(const std::vector<std::string>& args) {
+  explicit Child(const std::vector<std::string>& args, const std::string& binary = ping_binary()) {
     int out[2], err[2];
     if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) return;
     posix_spawn_file_actions_t fa;
@@ -44,7 +44,7 @@ class Child {
     posix_spawn_file_actions_adddup2(&fa, out[1], 1);
     posix_spawn_file_actions_adddup2(&fa, err[1], 2);
     std::vector<std::string> argv_store = args;
-    argv_store.insert(argv_store.begin(), ping_binary());
+    argv_store.insert(argv_store.begin(), binary);
     std::vector<char*> argv;
     for (auto& a : argv_store) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -294,10 +294,61 @@ TEST_F(TernPing, ServerGoingAwayExitsOne) {
   EXPECT_TRUE(client.out().empty()) << client.out();
 }
 
+// --discover lists the server that answers (its --info, one line, newlines escaped) and exits
+// 0; a server without --info stays silent and the client exits 1.
+TEST_F(TernPing, DiscoverListsTheServerThatAnswers) {
+  const std::string at = start_server({"--info", "name=arena\nplayers=0"});
+  const Outcome r = run_ping({"--discover", at, "--timeout-ms", "1500"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("server " + at + " rtt_ms=", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find(" info=name=arena\\x0aplayers=0\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("discovered 1\n"), std::string::npos) << r.out;
+  const Outcome small = run_ping({"--discover", at, "--size", "4", "--timeout-ms", "1500"});
+  ASSERT_EQ(small.status, 0) << small.err;
+  EXPECT_NE(small.out.find(" truncated info=name\n"), std::string::npos) << small.out;
+  stop_server();
+
+  const std::string quiet = start_server();
+  const Outcome none = run_ping({"--discover", quiet, "--timeout-ms", "300"});
+  EXPECT_EQ(none.status, 1);
+  EXPECT_EQ(none.out, "discovered 0\n");
+  stop_server();
+}
+
+// --path-mtu through tern-netem --mtu: the client finds what the proxy lets through (the
+// negotiated 1400 is lost on a 1200 link, so it searches below it) and reports it.
+TEST_F(TernPing, PathMtuThroughAnMtuLimit) {
+  const char* netem = std::getenv("TERN_NETEM");
+  if (netem == nullptr || *netem == '\0') GTEST_SKIP() << "TERN_NETEM is not set";
+  const std::string at = start_server({"--path-mtu", "--pin", "off"});
+  for (const int limit : {1200, 3000}) {
+    SCOPED_TRACE(limit);
+    Child proxy(
+        {"--listen", "127.0.0.1:0", "--upstream", at, "--mtu", std::to_string(limit), "--quiet"},
+        netem);
+    ASSERT_TRUE(proxy.started());
+    const std::string line =
+        proxy.read_line(Clock::now() + kRunBudget);  // "listening A upstream B"
+    const auto space = line.find(' ', 10);
+    ASSERT_EQ(line.rfind("listening ", 0), 0u) << line;
+    const std::string via = line.substr(10, space - 10);
+    const Outcome r = run_ping({"--connect", via, "--count", "500", "--path-mtu"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    const auto m = r.out.find(" mtu=");
+    ASSERT_NE(m, std::string::npos) << r.out;
+    const int found = std::atoi(r.out.c_str() + m + 5);
+    EXPECT_LE(found, limit) << r.out;
+    EXPECT_GE(found, limit - 16) << r.out;
+  }
+  stop_server();
+}
+
 TEST_F(TernPing, BadCommandLinesExitTwoWithUsage) {
   const std::vector<std::vector<std::string>> bad = {
       {},
       {"--bogus"},
+      {"--discover", "127.0.0.1:1", "--count", "5"},
+      {"--discover", "0.0.0.0:7777"},
       {"positional"},
       {"--serve"},
       {"--connect"},

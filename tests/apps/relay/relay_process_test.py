@@ -120,6 +120,14 @@ with tempfile.TemporaryDirectory() as d:
     bad_config("[kcp]\nport = 70000\n", ["kcp.port", "between 0 and 65535"], "KCP port out of range")
     bad_config("[kcp]\nwindow = 64\n", ["kcp.window", "unknown key"], "misspelt kcp key")
     bad_config("[kcp]\nmtu = 9000\n", ["kcp.mtu", "between 100 and 1500"], "KCP mtu out of range")
+    bad_config("[protocol]\npath_mtu = 1\n", ["protocol.path_mtu", "true or false"],
+               "path_mtu not a boolean")
+    bad_config("[discovery]\nnmae = \"arena\"\n", ["discovery.nmae", "unknown key"],
+               "misspelt discovery key")
+    bad_config("[discovery]\nname = \"two\\nlines\"\n", ["discovery.name", "one line"],
+               "discovery name of two lines")
+    bad_config("[discovery]\nrate_per_address = -1\n", ["discovery.rate_per_address"],
+               "negative discovery rate")
     rules = os.path.join(d, "bad.rules")
     with open(rules, "w") as f:
         f.write("# a comment\n5 message drop /(never closed/\n")

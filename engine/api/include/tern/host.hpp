@@ -125,6 +125,21 @@ struct HostOptions {
   bool verify_before_peer = true;
   std::size_t half_open_capacity = 65536;
   std::uint32_t half_open_timeout_ms = 10000;
+  // Offline discovery (WIRE.md, "Discovery"): answer discovery pings from anyone with the
+  // bytes of set_discovery_info(), never more than the ping's size, at most
+  // discovery_rate_per_address answers a second per address (any port) and
+  // discovery_rate_per_prefix per /24 (IPv4) or /64 (IPv6), bursts of twice that; 0 = no
+  // limit. Banned addresses get nothing. Off by default; discover() works either way.
+  bool discovery = false;
+  // Path MTU discovery between Tern peers (both must turn it on; WIRE.md, "Path MTU
+  // discovery"): probe upward from the negotiated MTU (and below it when even that is lost)
+  // to path_mtu_max (at most 4096) and send with the largest size that gets through
+  // (PeerStats::mtu). Plain ENet peers keep the negotiated MTU.
+  bool path_mtu = false;
+  std::uint32_t path_mtu_max = 4096;
+  double discovery_rate_per_address = 4;
+  double discovery_rate_per_prefix = 64;
+  // Room for future switches: congestion control and priorities go here.
   // Socket hosts only.
   int socket_receive_buffer = 4 << 20;
   int socket_send_buffer = 4 << 20;
@@ -166,6 +181,25 @@ struct HostStats {
   std::uint64_t amplification_capped = 0;  // replies withheld: more than the source sent
   std::uint64_t unverified_bytes_in = 0;   // from unverified sources
   std::uint64_t unverified_bytes_out = 0;  // to them
+  // Offline discovery (HostOptions::discovery): pings received and their bytes, answered and
+  // the answers' bytes (never more than the pings'), answers with the info cut to fit,
+  // pings refused (off, banned, over a rate, malformed, queue full) and of which over a rate;
+  // our own pings (discover()) and the answers they took.
+  std::uint64_t discovery_pings_in = 0;
+  std::uint64_t discovery_bytes_in = 0;
+  std::uint64_t discovery_pongs_out = 0;
+  std::uint64_t discovery_bytes_out = 0;
+  std::uint64_t discovery_truncated = 0;
+  std::uint64_t discovery_refused = 0;
+  std::uint64_t discovery_rate_limited = 0;
+  std::uint64_t discovery_pings_out = 0;
+  std::uint64_t discovery_answers = 0;
+  // Path MTU discovery: probes sent, lost, answered for the peer; sizes adopted; MTUs lowered.
+  std::uint64_t pmtu_probes_sent = 0;
+  std::uint64_t pmtu_probes_lost = 0;
+  std::uint64_t pmtu_probes_answered = 0;
+  std::uint64_t pmtu_raised = 0;
+  std::uint64_t pmtu_lowered = 0;
   std::vector<std::pair<const char*, std::uint64_t>> drops_by_reason;  // non-zero only
 };
 
@@ -213,6 +247,28 @@ class Host {
   // from it stay (disconnect them to end them). See proto::HostCore::ban.
   void ban(const Endpoint& address, std::chrono::milliseconds duration);
   void unban(const Endpoint& address);
+  // Offline discovery (WIRE.md, "Discovery"). A server with HostOptions::discovery answers
+  // discovery pings with `info` (copied; at most 4,078 bytes; it may change at any time, e.g.
+  // a player count). A client pings `address` (one server, or a broadcast address such as
+  // 255.255.255.255:PORT: socket hosts set SO_BROADCAST) asking for up to `info_room` bytes
+  // of info back (the ping is padded to that size, as answers are never larger than pings;
+  // at most the MTU's worth); the answers arrive while service() runs and are taken with
+  // poll_discovery, each with its RTT. Returns the ping's nonce (answers carry it), 0 when
+  // too many wait to be sent. A plain ENet server ignores the ping. ENet personality only.
+  void set_discovery_info(std::span<const std::byte> info);
+  std::uint32_t discover(const Endpoint& address, std::size_t info_room = 512);
+  bool poll_discovery(DiscoveryAnswer& answer);
+  // Per-peer settings, as enet_peer_timeout, enet_peer_throttle_configure and
+  // enet_peer_ping_interval. Timeouts: a connection fails once a command was resent until
+  // 2^(attempts-1) >= `limit` and waited `minimum_ms`, or waited `maximum_ms` regardless (0
+  // restores ENet's default for that value). The throttle's settings are used here and sent
+  // to the peer (THROTTLE_CONFIGURE), which a plain ENet peer adopts too. No effect on stale
+  // handles or the KCP personality.
+  void set_peer_timeout(PeerHandle peer, std::uint32_t limit, std::uint32_t minimum_ms,
+                        std::uint32_t maximum_ms);
+  void set_peer_throttle(PeerHandle peer, std::uint32_t interval_ms, std::uint32_t acceleration,
+                         std::uint32_t deceleration);
+  void set_peer_ping_interval(PeerHandle peer, std::uint32_t interval_ms);
   void disconnect(PeerHandle peer, std::uint32_t data = 0);
   void disconnect_now(PeerHandle peer, std::uint32_t data = 0);  // sends at once, no local event
   void disconnect_later(PeerHandle peer, std::uint32_t data = 0);

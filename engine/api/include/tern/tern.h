@@ -153,6 +153,18 @@ typedef struct tern_host_options {
   int fast_retransmit;          /* resend a command later acknowledgements show lost */
   int congestion_window;        /* after a stall, regrow the reliable window from one MTU */
   int throttle_reliable_window; /* ENet's throttle also scales the reliable window */
+  /* Negotiated with Tern peers (a plain ENet peer never sees them): KCP's nodelay (0 by
+   * default), reliable-unordered/-sequenced delivery (1), adaptive redundancy (0; both sides
+   * must turn it on). Congestion control and priorities will follow here. */
+  int nodelay;
+  int delivery_modes;
+  int redundancy;
+  int path_mtu; /* path MTU discovery with Tern peers (0 by default; both sides turn it on) */
+  /* Offline discovery: answer discovery pings with tern_host_set_discovery_info's bytes (0 by
+   * default), at most this many answers a second per address and per /24 (or /64) prefix. */
+  int discovery;
+  uint32_t discovery_rate_per_address;
+  uint32_t discovery_rate_per_prefix;
 } tern_host_options;
 
 typedef struct tern_peer_stats {
@@ -176,6 +188,20 @@ typedef struct tern_peer_stats {
   uint32_t reliable_in_transit; /* bytes sent and not yet acknowledged */
   uint32_t queued_outgoing;     /* commands waiting to be sent */
   int selective_acks;           /* 1 when both sides agreed on Tern's selective acks */
+  int nodelay;                  /* 1 when immediate acks (nodelay) were agreed */
+  int delivery_modes;           /* 1 when the peer honours reliable-unordered/-sequenced */
+  int redundancy;               /* 1 when adaptive redundancy was agreed */
+  uint32_t redundancy_k;        /* copies each reliable command gets now */
+  uint64_t queued_bytes;        /* payload bytes queued, in flight or unacknowledged */
+  /* The connection's settings (tern_peer_timeout, tern_peer_throttle_configure,
+   * tern_peer_ping_interval, or the other side's throttle configuration). */
+  uint32_t ping_interval_ms;
+  uint32_t timeout_limit;
+  uint32_t timeout_minimum_ms;
+  uint32_t timeout_maximum_ms;
+  uint32_t throttle_interval_ms;
+  uint32_t throttle_acceleration;
+  uint32_t throttle_deceleration;
 } tern_peer_stats;
 
 typedef struct tern_host_stats {
@@ -192,7 +218,28 @@ typedef struct tern_host_stats {
   uint64_t dropped; /* datagrams and commands refused, every reason together */
   size_t peers;
   size_t buffered_bytes;
+  uint64_t fast_retransmits;
+  uint64_t redundant_sent;
+  /* Offline discovery: pings received, answered, refused (off, banned, over a rate, queue
+   * full), answers cut to fit their ping; this host's own pings and the answers they took. */
+  uint64_t discovery_pings_in;
+  uint64_t discovery_pongs_out;
+  uint64_t discovery_refused;
+  uint64_t discovery_truncated;
+  uint64_t discovery_pings_out;
+  uint64_t discovery_answers;
 } tern_host_stats;
+
+/* A server's answer to tern_host_discover. `info` belongs to the host and stays valid until
+ * the next tern_host_poll_discovery / tern_host_service / tern_host_destroy on it. */
+typedef struct tern_discovery_answer {
+  tern_address address; /* the server's */
+  uint32_t rtt_us;      /* from the ping leaving to this answer arriving */
+  uint32_t nonce;       /* what tern_host_discover returned for the ping */
+  int truncated;        /* the info was cut to the room the ping asked for */
+  const uint8_t* info;
+  size_t info_length;
+} tern_discovery_answer;
 
 /* "0.1.0": the library's version (not the header's). */
 const char* tern_version(void);
@@ -254,6 +301,24 @@ void tern_peer_disconnect_now(tern_host* host, tern_peer peer, uint32_t user_dat
 void tern_peer_disconnect_later(tern_host* host, tern_peer peer, uint32_t user_data);
 /* Forgets the peer without telling it; no event. */
 void tern_peer_reset(tern_host* host, tern_peer peer);
+
+/* Per-peer settings, as enet_peer_timeout, enet_peer_throttle_configure (sent to the peer, which
+ * adopts it, libenet too) and enet_peer_ping_interval; 0 restores a default. */
+void tern_peer_timeout(tern_host* host, tern_peer peer, uint32_t limit, uint32_t minimum_ms,
+                       uint32_t maximum_ms);
+void tern_peer_throttle_configure(tern_host* host, tern_peer peer, uint32_t interval_ms,
+                                  uint32_t acceleration, uint32_t deceleration);
+void tern_peer_ping_interval(tern_host* host, tern_peer peer, uint32_t interval_ms);
+
+/* Offline discovery. A server (options.discovery = 1) answers pings with `info` (copied, at
+ * most 4078 bytes; change it at any time). A client pings `address` (a server, or a broadcast
+ * address) asking for up to `info_room` bytes of info back, and takes the answers that came
+ * while it serviced the host with tern_host_poll_discovery (1 with an answer, 0 when none
+ * waits). tern_host_discover returns the ping's nonce, 0 on failure. A plain ENet server
+ * ignores the ping. */
+int tern_host_set_discovery_info(tern_host* host, const void* info, size_t length);
+uint32_t tern_host_discover(tern_host* host, const tern_address* address, size_t info_room);
+int tern_host_poll_discovery(tern_host* host, tern_discovery_answer* answer);
 
 /* TERN_OK, or TERN_ERROR_NOT_CONNECTED when the handle names no connection. */
 int tern_peer_get_stats(const tern_host* host, tern_peer peer, tern_peer_stats* stats);

@@ -110,6 +110,15 @@ enum class Priority : std::uint8_t {
 
 const char* to_string(SendResult r);
 
+// A server's answer to a discovery ping (Host::discover; WIRE.md, "Discovery").
+struct DiscoveryAnswer {
+  Endpoint from;
+  std::uint32_t rtt_us = 0;  // from our ping leaving to this answer arriving
+  std::uint32_t nonce = 0;   // the ping it answers (what discover() returned)
+  bool truncated = false;    // the server's info was cut to the room our ping asked for
+  Packet info;               // what the server's application set (set_discovery_info)
+};
+
 struct PeerStats {
   std::uint32_t rtt_ms = 0;  // smoothed round-trip time
   std::uint32_t rtt_variance_ms = 0;
@@ -130,13 +139,25 @@ struct PeerStats {
   std::uint64_t messages_received = 0;
   std::uint32_t reliable_in_transit = 0;  // bytes sent and not yet acknowledged
   std::uint32_t queued_outgoing = 0;      // commands waiting to be sent
-  bool selective_acks = false;            // Tern's ack ranges agreed with this peer
-  bool nodelay = false;                   // immediate acks agreed with this peer (nodelay)
-  bool delivery_modes = false;            // reliable_unordered/_sequenced honoured by this peer
-  bool redundancy = false;                // adaptive redundancy agreed with this peer
-  bool blocks = false;                    // large blocks go to this peer as paced slices
-  std::uint32_t redundancy_k = 0;         // copies each reliable command gets now (0: none)
-  std::uint32_t redundancy_loss = 0;      // the loss redundancy measures, scaled by 65536
+  std::uint64_t queued_bytes = 0;         // payload bytes queued, in flight or unacknowledged
+  // The connection's settings (Host::set_peer_timeout, set_peer_throttle and
+  // set_peer_ping_interval, or the other side's THROTTLE_CONFIGURE; else the host's).
+  std::uint32_t ping_interval_ms = 0;
+  std::uint32_t timeout_limit = 0;
+  std::uint32_t timeout_minimum_ms = 0;
+  std::uint32_t timeout_maximum_ms = 0;
+  std::uint32_t throttle_interval_ms = 0;
+  std::uint32_t throttle_acceleration = 0;
+  std::uint32_t throttle_deceleration = 0;
+  bool selective_acks = false;        // Tern's ack ranges agreed with this peer
+  bool nodelay = false;               // immediate acks agreed with this peer (nodelay)
+  bool delivery_modes = false;        // reliable_unordered/_sequenced honoured by this peer
+  bool redundancy = false;            // adaptive redundancy agreed with this peer
+  bool path_mtu = false;              // path MTU discovery agreed (mtu is what it found)
+  bool path_mtu_searching = false;    // its search is still running (mtu may still change)
+  std::uint32_t redundancy_k = 0;     // copies each reliable command gets now (0: none)
+  std::uint32_t redundancy_loss = 0;  // the loss redundancy measures, scaled by 65536
+  bool blocks = false;                // large blocks go to this peer as paced slices
   // Congestion control agreed with this peer, and its model: bottleneck bandwidth (bytes/s),
   // min RTT, window and pacing rate (bytes/s); zeros before the first estimate.
   bool congestion_control = false;
