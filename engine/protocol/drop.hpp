@@ -45,7 +45,12 @@ namespace tern::proto {
   X(invalid_cookie, "acknowledgement of a VERIFY_CONNECT with the wrong cookie")       \
   X(expired_cookie, "datagram for a handshake past HostConfig::half_open_timeout_ms") \
   X(rate_limited, "connect over its source's or prefix's connect rate")                \
-  X(banned, "handshake datagram from a banned address")
+  X(banned, "handshake datagram from a banned address")                                \
+  X(token_required, "CONNECT without a connect token to a host whose security is required") \
+  X(bad_token, "connect token truncated, forged, expired, unknown key or wrong server")  \
+  X(token_reused, "connect token already used from another address")                  \
+  X(bad_seal, "sealed datagram that does not authenticate, or unsealed from a secure peer") \
+  X(replayed, "sealed datagram whose sequence number was already taken or is too old")
 // clang-format on
 
 enum class Drop : std::uint8_t { TERN_DROP_REASONS(TERN_DROP_ENUMERATOR) count_ };
