@@ -162,6 +162,9 @@ OpenError open_datagram_to(const Key& key, ReplayWindow& window, const std::uint
                            std::size_t len, std::size_t header_len, std::uint8_t* out,
                            std::size_t& out_len);
 
+// Random bytes from libsodium's source (a system call: connection set-up only).
+void random_bytes(std::uint8_t* out, std::size_t n);
+
 // A key for one use derived from a secret key: keyed BLAKE2b of a label byte and `data`.
 // Session keys are derived per connect (the client's salt) and per handshake (the server's
 // challenge), so no sequence number is ever used twice under one key.
