@@ -4,7 +4,6 @@
 #include "secure/secure.hpp"
 
 #include <fcntl.h>
-#include <sodium.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -60,10 +59,10 @@ std::string_view trim(std::string_view s) {
 }  // namespace
 
 TokenKey generate_token_key(std::uint32_t id) {
-  if (sodium_init() < 0) std::abort();  // no random source: nothing safe to do
+  if (!proto::sec::available()) std::abort();  // no random source: nothing safe to do
   TokenKey k;
   k.id = id;
-  crypto_aead_xchacha20poly1305_ietf_keygen(k.key.data());
+  proto::sec::random_bytes(k.key.data(), k.key.size());
   return k;
 }
 
@@ -132,8 +131,8 @@ bool save_token_key(const std::string& path, const TokenKey& key, std::string& e
 bool mint_token(const TokenKey& key, const TokenRequest& request, ConnectToken& out,
                 std::string& error) {
   namespace sec = proto::sec;
-  if (sodium_init() < 0) {
-    error = "libsodium: no random source";
+  if (!proto::sec::available()) {
+    error = "secure sessions unavailable (built without libsodium)";
     return false;
   }
   if (request.servers.empty() || request.servers.size() > sec::kMaxTokenServers) {
@@ -153,8 +152,8 @@ bool mint_token(const TokenKey& key, const TokenRequest& request, ConnectToken& 
   c.timeout_s = request.timeout_s;
   c.server_count = static_cast<std::uint8_t>(request.servers.size());
   for (std::size_t i = 0; i < request.servers.size(); ++i) c.servers[i] = request.servers[i];
-  crypto_aead_chacha20poly1305_ietf_keygen(c.client_to_server.data());
-  crypto_aead_chacha20poly1305_ietf_keygen(c.server_to_client.data());
+  sec::random_bytes(c.client_to_server.data(), c.client_to_server.size());
+  sec::random_bytes(c.server_to_client.data(), c.server_to_client.size());
   c.user_data_len = static_cast<std::uint16_t>(request.user_data.size());
   std::memcpy(c.user_data.data(), request.user_data.data(), request.user_data.size());
   out.sealed.assign(sec::kTokenBytes, 0);
@@ -162,7 +161,9 @@ bool mint_token(const TokenKey& key, const TokenRequest& request, ConnectToken& 
                   std::span<std::uint8_t, sec::kTokenBytes>(out.sealed.data(), sec::kTokenBytes));
   out.client_to_server = c.client_to_server;
   out.server_to_client = c.server_to_client;
-  sodium_memzero(&c, sizeof c);
+  // Keys do not linger in freed stack memory (a volatile write the compiler keeps).
+  auto* volatile wipe = reinterpret_cast<volatile std::uint8_t*>(&c);
+  for (std::size_t i = 0; i < sizeof c; ++i) wipe[i] = 0;
   return true;
 }
 

@@ -27,6 +27,7 @@
 #include "spsc_ring.hpp"
 
 #include <tern/endpoint.hpp>
+#include <tern/secure.hpp>
 #include <tern/types.hpp>
 
 #include <array>
@@ -187,6 +188,20 @@ class Shard {
   // proto::HostCore's function of the same name (engine/protocol/host_core.hpp), at now_us().
   PeerHandle connect(const Endpoint& to, std::size_t channel_count, std::uint32_t data = 0) {
     return core_.connect(now_, to, channel_count, data);
+  }
+  // connect() with a connect token (tern/secure.hpp): the connection is encrypted (WIRE.md,
+  // "Secure sessions"); the salt is drawn here, at connection set-up.
+  PeerHandle connect_secure(const Endpoint& to, std::size_t channel_count, std::uint32_t data,
+                            const ConnectToken& token) {
+    std::array<std::uint8_t, 16> salt{};
+    proto::sec::random_bytes(salt.data(), salt.size());
+    return core_.connect_secure(now_, to, channel_count, data, token.sealed, token.client_to_server,
+                                token.server_to_client, salt);
+  }
+  // Secure sessions: whether a connection is encrypted; the user data of its client's token.
+  bool peer_secure(PeerHandle peer) const { return core_.peer_secure(peer); }
+  std::span<const std::uint8_t> peer_user_data(PeerHandle peer) const {
+    return core_.peer_user_data(peer);
   }
   SendResult send(PeerHandle peer, std::uint8_t channel, Delivery delivery, Packet payload) {
     return core_.send(peer, channel, delivery, std::move(payload));

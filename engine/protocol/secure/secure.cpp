@@ -282,6 +282,8 @@ OpenError open_datagram(const Key& key, ReplayWindow& window, std::uint8_t* buf,
   return open_datagram_to(key, window, buf, len, header_len, buf + kSeqBytes, out_len);
 }
 
+bool available() { return g_sodium_ready >= 0; }
+
 void random_bytes(std::uint8_t* out, std::size_t n) { randombytes_buf(out, n); }
 
 Key derive_key(const Key& key, std::uint8_t label, const std::uint8_t* data, std::size_t n) {

@@ -162,6 +162,9 @@ OpenError open_datagram_to(const Key& key, ReplayWindow& window, const std::uint
                            std::size_t len, std::size_t header_len, std::uint8_t* out,
                            std::size_t& out_len);
 
+// False when built without libsodium (the stub): nothing can be minted, opened or sealed.
+bool available();
+
 // Random bytes from libsodium's source (a system call: connection set-up only).
 void random_bytes(std::uint8_t* out, std::size_t n);
 

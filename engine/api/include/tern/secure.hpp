@@ -4,7 +4,8 @@
 // mints a connect token for one client: a sealed part only the servers can open (client id,
 // the servers it is valid for, per-direction session keys, user data) and the two session keys
 // in clear for the client. Servers accept two key ids at once, so a key can be rotated.
-// Available when Tern was built with libsodium (meson option 'secure').
+// Available when Tern was built with libsodium (meson option 'secure'); without it
+// mint_token fails and generate_token_key aborts.
 #pragma once
 
 #include <tern/endpoint.hpp>
