@@ -15,6 +15,7 @@ packages=(
   dpdk-dev                                    # dpdk-testpmd: the memif ceiling in perf/dpdk_bench.py
   libtomlplusplus-dev                         # apps/relay configuration (TOML)
   libhyperscan-dev                            # engine/filter (payload rules)
+  libsodium-dev                               # secure sessions: tokens, AEAD (engine/protocol/secure)
   iproute2 procps util-linux                  # ss, ps/pkill, taskset for demos and perf
   tshark                                      # tests/wireshark: the dissector under tshark
   libjs-chart.js                              # perf/report.py inlines its Chart.js

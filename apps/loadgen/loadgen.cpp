@@ -388,8 +388,26 @@ void connect_wave(Lane& lane, rt::Shard& shard, int wave) {
   for (std::uint32_t k = 0; k < lane.clients.size(); ++k) {
     Client& client = lane.clients[k];
     if ((c.broadcast && !client.sender ? 1 : 0) != wave) continue;
-    client.handle = c.kcp ? shard.kcp_connect(c.target, client.global + 1)
-                          : shard.connect(c.target, c.channels, client.room);
+    if (c.kcp) {
+      client.handle = shard.kcp_connect(c.target, client.global + 1);
+    } else if (c.token_key) {
+      tern::TokenRequest req;
+      req.client_id = k;
+      req.servers = {c.target};
+      req.user_data = "room=" + std::to_string(client.room);
+      req.now_s =
+          static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                         std::chrono::system_clock::now().time_since_epoch())
+                                         .count());
+      req.expire_s = req.now_s + 3600;
+      tern::ConnectToken token;
+      std::string error;
+      client.handle = tern::mint_token(*c.token_key, req, token, error)
+                          ? shard.connect_secure(c.target, c.channels, client.room, token)
+                          : tern::PeerHandle{};
+    } else {
+      client.handle = shard.connect(c.target, c.channels, client.room);
+    }
     if (!client.handle.valid()) {
       bump(lane.connect_failed);
       continue;

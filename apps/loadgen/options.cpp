@@ -53,6 +53,8 @@ const char* const kUsage =
     "                      carry, as a game that services its host once a frame does (default 0:\n"
     "                      ENet's, acknowledge at once; at most 1000)\n"
     "  --checksum          ENet CRC32 on every datagram (the server must enable it too)\n"
+    "  --token-key FILE    secure sessions: each client mints a connect token under this key\n"
+    "                      (tern-token keygen) naming its room, and encrypts everything\n"
     "  --selective-acks S  on (default): offer Tern's ack ranges; off: plain ENet acks only\n"
     "  --fast-retransmit S on (default): resend a message once later ones are acknowledged;\n"
     "                      off: ENet's retransmission timeouts only\n"
@@ -147,6 +149,7 @@ constexpr tern::app::FlagSpec kFlags[] = {
     {"dpdk-huge", false},
     {"ack-delay-ms", true},
     {"checksum", false},
+    {"token-key", true},
     {"selective-acks", true},
     {"fast-retransmit", true},
     {"congestion-window", true},
@@ -332,6 +335,14 @@ bool parse_config(int argc, const char* const* argv, Config& c, std::string& err
   c.broadcast = cl.has("broadcast");
   c.quiet = cl.has("quiet");
   c.checksum = cl.has("checksum");
+  if (const auto k = cl.value("token-key")) {
+    tern::TokenKey key;
+    if (!tern::load_token_key(std::string(*k), key, error)) {
+      error = "--token-key: " + error;
+      return false;
+    }
+    c.token_key = key;
+  }
   c.per_second = cl.has("per-second");
   if (!tern::app::read_on_off(cl, "selective-acks", c.selective_acks, error) ||
       !tern::app::read_on_off(cl, "fast-retransmit", c.fast_retransmit, error) ||

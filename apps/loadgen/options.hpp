@@ -5,9 +5,11 @@
 #include "shard.hpp"
 
 #include <tern/endpoint.hpp>
+#include <tern/secure.hpp>
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,6 +65,9 @@ struct Config {
   bool broadcast = false;
   std::uint64_t timeout_ms = 10000;
   std::uint32_t ack_delay_ms = 0;  // HostConfig::ack_delay_ms for every client
+  // --token-key FILE (secure sessions): every client connects with a token it minted under
+  // this key for --target, its room in the token's user data ("room=N"); all encrypted.
+  std::optional<tern::TokenKey> token_key;
   bool checksum = false;           // HostConfig::checksum
   bool selective_acks = true;      // HostConfig::selective_acks
   bool fast_retransmit = true;     // HostConfig::fast_retransmit

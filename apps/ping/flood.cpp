@@ -199,7 +199,8 @@ void connect_all(Flood& f, rt::Shard& shard) {
   FloodShard& fs = *f.shards[shard.index()];
   for (std::uint32_t k = 0; k < fs.peers.size(); ++k) {
     FloodPeer& peer = fs.peers[k];
-    peer.handle = shard.connect(f.config.server, std::size_t{f.config.channel} + 1, peer.global);
+    peer.handle = connect_peer(shard, f.config.runtime, f.config.server,
+                               std::size_t{f.config.channel} + 1, peer.global);
     if (!peer.handle.valid()) {
       bump(fs.connect_failed);
       continue;

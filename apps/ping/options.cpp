@@ -78,6 +78,9 @@ const char* const kUsage =
     "  --pin on|off     pin shard i to CPU i (default: on for --serve unless the process is\n"
     "                   restricted to some CPUs, e.g. by taskset; off for clients)\n"
     "  --checksum       ENet CRC32 on every datagram (both sides must agree)\n"
+    "  --token-key FILE secure sessions (tern-token keygen): a server takes connect tokens\n"
+    "                   under this key besides plain clients; a client mints one per\n"
+    "                   connection for the --connect address and encrypts everything\n"
     "\n"
     "DPDK (--driver dpdk; the server's HOST is ignored, its PORT is used; clients send from\n"
     "--dpdk-ip and --dpdk-local-port; one shard unless the port has RSS or is af_packet\n"
@@ -125,7 +128,7 @@ constexpr tern::app::FlagSpec kFlags[] = {
     {"dpdk-mac", true},   {"dpdk-eal", true},     {"dpdk-local-port", true},
     {"dpdk-mbufs", true}, {"dpdk-huge", false},   {"dpdk-config", true},
     {"protocol", true},   {"discover", true},     {"info", true},
-    {"path-mtu", false},
+    {"path-mtu", false}, {"token-key", true},
 };
 
 // Flags each mode accepts besides its own mode flag; anything else is an error for that mode.
@@ -133,7 +136,7 @@ constexpr std::string_view kRuntimeFlags[] = {
     "checksum",   "path-mtu",  "driver",          "idle",         "shards",
     "pin",        "dpdk-port", "dpdk-ip",         "dpdk-gateway", "dpdk-gateway-mac",
     "dpdk-mac",   "dpdk-eal",  "dpdk-local-port", "dpdk-mbufs",   "dpdk-huge",
-    "dpdk-config"};
+    "dpdk-config", "token-key"};
 constexpr std::string_view kServeFlags[] = {"peers", "channels", "protocol", "info"};
 constexpr std::string_view kPingFlags[] = {"count",      "size",        "reliable",
                                            "unreliable", "unsequenced", "channel",
@@ -172,6 +175,14 @@ bool parse_dpdk(const CommandLine& cl, bool serve, RuntimeConfig& r, std::string
 bool parse_runtime(const CommandLine& cl, bool serve, RuntimeConfig& r, std::string& error) {
   r.checksum = cl.has("checksum");
   r.path_mtu = cl.has("path-mtu");
+  if (const auto k = cl.value("token-key")) {
+    tern::TokenKey key;
+    if (!tern::load_token_key(std::string(*k), key, error)) {
+      error = "--token-key: " + error;
+      return false;
+    }
+    r.token_key = key;
+  }
   if (const auto d = cl.value("driver")) {
     if (*d == "socket") {
       r.driver = rt::DriverKind::socket;

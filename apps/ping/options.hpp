@@ -5,10 +5,12 @@
 #include "shard.hpp"
 
 #include <tern/endpoint.hpp>
+#include <tern/secure.hpp>
 #include <tern/types.hpp>
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +34,9 @@ struct RuntimeConfig {
   bool checksum = false;
   bool path_mtu = false;  // path MTU discovery with Tern peers that run it too
   DpdkOptions dpdk;       // driver == dpdk
+  // --token-key FILE (secure sessions): a server takes tokens under this key (policy
+  // optional: plain ENet clients still connect); a client mints one per connection.
+  std::optional<tern::TokenKey> token_key;
 };
 
 // The wire protocol: ENet on the shard runtime, or KCP on tern::Host (one thread, socket).

@@ -149,7 +149,8 @@ int run_ping(const PingConfig& config) {
     return kExitFailure;
   }
   group.post(0, [&run](rt::Shard& shard) {
-    run.peer = shard.connect(run.config.server, std::size_t{run.config.channel} + 1, 0);
+    run.peer = connect_peer(shard, run.config.runtime, run.config.server,
+                            std::size_t{run.config.channel} + 1, 0);
     if (!run.peer.valid()) {
       run.fail("cannot start connecting to " + run.config.server.to_string());
     }

@@ -1,6 +1,8 @@
 #include "runtime.hpp"
 
+#include <chrono>
 #include <cstdio>
+#include <string>
 
 #include <signal.h>
 #include <unistd.h>
@@ -25,7 +27,38 @@ rt::ShardGroupOptions group_options(const RuntimeConfig& runtime, const tern::En
   // The clients (each shard on its own port) only read the echoes, so they take them as views
   // of the received datagrams; the server sends each message back out and needs it as a Packet.
   o.host.lend_payloads = !share_port;
+  if (share_port && runtime.token_key) {
+    o.host.security = proto::Security::optional;
+    o.host.token_keys.keys[0] = proto::sec::TokenKey{runtime.token_key->id, runtime.token_key->key};
+    o.host.token_keys.count = 1;
+    // Tokens list the address clients connect to; a wildcard bind is taken as loopback.
+    if (bind.is_unspecified()) {
+      o.host.secure_addresses[0] = tern::Endpoint::v4(0x7f000001u, bind.port);
+      o.host.secure_addresses[1] = *tern::Endpoint::parse("[::1]:" + std::to_string(bind.port));
+      o.host.secure_address_count = 2;
+    } else {
+      o.host.secure_addresses[0] = bind;
+      o.host.secure_address_count = 1;
+    }
+  }
   return o;
+}
+
+tern::PeerHandle connect_peer(rt::Shard& shard, const RuntimeConfig& runtime,
+                              const tern::Endpoint& server, std::size_t channels,
+                              std::uint32_t data) {
+  if (!runtime.token_key) return shard.connect(server, channels, data);
+  tern::TokenRequest req;
+  req.client_id = data;
+  req.servers = {server};
+  req.now_s = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                             std::chrono::system_clock::now().time_since_epoch())
+                                             .count());
+  req.expire_s = req.now_s + 300;
+  tern::ConnectToken token;
+  std::string error;
+  if (!tern::mint_token(*runtime.token_key, req, token, error)) return tern::PeerHandle{};
+  return shard.connect_secure(server, channels, data, token);
 }
 
 tern::Endpoint client_bind(const tern::Endpoint& server, const RuntimeConfig& runtime) {

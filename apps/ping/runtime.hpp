@@ -43,6 +43,11 @@ rt::ShardGroupOptions group_options(const RuntimeConfig& runtime, const tern::En
 // dpdk driver: the configured IPv4 address and the local port (DPDK cannot pick port 0).
 tern::Endpoint client_bind(const tern::Endpoint& server, const RuntimeConfig& runtime);
 
+// shard.connect, or with --token-key a connect with a freshly minted token (encrypted).
+tern::PeerHandle connect_peer(rt::Shard& shard, const RuntimeConfig& runtime,
+                              const tern::Endpoint& server, std::size_t channels,
+                              std::uint32_t data);
+
 // Process-wide driver set-up a mode needs before its group starts (the DPDK EAL and port for
 // --driver dpdk; nothing otherwise), undone when the guard goes. Declare it before the shard
 // group so the group (and its drivers) are gone first.

@@ -283,11 +283,47 @@ bool load_config_file(const std::string& path, RelayConfig& config, std::string&
   }
 
   if (const toml::table* t = r.section(root, "security")) {
-    if (!r.only(*t, "security",
-                {"verify_before_peer", "half_open_capacity", "half_open_timeout_ms",
-                 "connect_rate_per_address", "connect_burst_per_address", "connect_rate_per_prefix",
-                 "connect_burst_per_prefix", "bans_file"})) {
+    if (!r.only(
+            *t, "security",
+            {"verify_before_peer", "half_open_capacity", "half_open_timeout_ms",
+             "connect_rate_per_address", "connect_burst_per_address", "connect_rate_per_prefix",
+             "connect_burst_per_prefix", "policy", "key_file", "key_file_old", "public_address",
+             "bans_file"})) {
       return false;
+    }
+    if (!r.string(*t, "security", "policy", c.security_policy)) return false;
+    if (c.security_policy != "plain" && c.security_policy != "optional" &&
+        c.security_policy != "required") {
+      return r.fail("security.policy", "must be plain, optional or required");
+    }
+    for (const char* key : {"key_file", "key_file_old"}) {
+      std::string file;
+      if (!r.string(*t, "security", key, file)) return false;
+      if (t->get(key) == nullptr) continue;
+      if (file.empty()) return r.fail(std::string("security.") + key, "must name a file");
+      if (file.front() != '/') {
+        const auto slash = path.rfind('/');
+        if (slash != std::string::npos) file = path.substr(0, slash + 1) + file;
+      }
+      tern::TokenKey k;
+      std::string why;
+      if (!tern::load_token_key(file, k, why)) return r.fail(std::string("security.") + key, why);
+      c.token_keys.push_back(k);
+    }
+    if (t->get("key_file_old") != nullptr && t->get("key_file") == nullptr) {
+      return r.fail("security.key_file_old", "needs security.key_file (the current key)");
+    }
+    if (c.security_policy != "plain" && c.token_keys.empty()) {
+      return r.fail("security.key_file", "policy " + c.security_policy + " needs a key file");
+    }
+    std::string address;
+    if (!r.string(*t, "security", "public_address", address)) return false;
+    if (t->get("public_address") != nullptr) {
+      const auto ep = tern::Endpoint::parse(address);
+      if (!ep || ep->is_unspecified()) {
+        return r.fail("security.public_address", "must be a specific address:port");
+      }
+      c.public_address = *ep;
     }
     if (!r.boolean(*t, "security", "verify_before_peer", c.verify_before_peer)) return false;
     if (!r.integer(*t, "security", "half_open_capacity", c.half_open_capacity, 8, 1 << 24)) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <tern/endpoint.hpp>
+#include <tern/secure.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -89,6 +90,14 @@ struct RelayConfig {
   std::uint32_t connect_burst_per_prefix = 64;
   // Bans file: "ADDRESS[/BITS] [SECONDS]" a line (apps/relay/bans.hpp); SIGHUP reloads it.
   std::string bans_path;          // acks wait this long for a message to ride with
+  // [security] secure sessions (engine/protocol/WIRE.md, "Secure sessions"): policy plain,
+  // optional or required; key_file and, while rotating, key_file_old (tern-token keygen);
+  // public_address: the address clients reach the relay at, which tokens list (default: the
+  // listen address, a wildcard taken as 127.0.0.1). A token's user data "room=N" names the
+  // member's room instead of its connect data.
+  std::string security_policy = "plain";
+  std::vector<tern::TokenKey> token_keys;
+  std::optional<tern::Endpoint> public_address;
   bool fast_retransmit = true;    // resend what later acks overtook, before its timeout
   bool congestion_window = true;  // after a stall, resend an MTU and regrow as acks return
   // Retransmission timeouts never shorter than this (HostConfig::min_rto_ms). On a sub-ms

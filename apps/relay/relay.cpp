@@ -8,7 +8,10 @@
 #include <cstring>
 #include <deque>
 #include <memory>
+#include <optional>
+#include <span>
 #include <sstream>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 
@@ -30,6 +33,24 @@ enum Kind : std::uint64_t {
 };
 
 constexpr std::uint64_t kNever = ~std::uint64_t{0};
+
+// The room a connect token names in its user data ("room=N", N from 1 to 2^32 - 1), which an
+// issuer vouches for, unlike the connect data a client picks itself. Anything else: none.
+std::optional<std::uint32_t> token_room(std::span<const std::uint8_t> user_data) {
+  constexpr std::string_view kPrefix = "room=";
+  const std::string_view text(reinterpret_cast<const char*>(user_data.data()), user_data.size());
+  if (text.size() <= kPrefix.size() || text.substr(0, kPrefix.size()) != kPrefix) {
+    return std::nullopt;
+  }
+  std::uint64_t v = 0;
+  for (char ch : text.substr(kPrefix.size())) {
+    if (ch < '0' || ch > '9') return std::nullopt;
+    v = v * 10 + static_cast<std::uint64_t>(ch - '0');
+    if (v > 0xffffffffu) return std::nullopt;
+  }
+  if (v == 0) return std::nullopt;
+  return static_cast<std::uint32_t>(v);
+}
 constexpr std::uint64_t kRecheckUs = 1000;  // how often held rooms are looked at again
 constexpr std::uint64_t kRetryUs = 50;      // and queues a full ring refused
 
@@ -219,6 +240,18 @@ Relay::Relay(const RelayConfig& config)
         o.host.discovery_burst_per_address = 2.0 * config.discovery_rate_per_address;
         o.host.discovery_rate_per_prefix = config.discovery_rate_per_prefix;
         o.host.discovery_burst_per_prefix = 2.0 * config.discovery_rate_per_prefix;
+        if (config.security_policy != "plain") {
+          o.host.security = config.security_policy == "required" ? proto::Security::required
+                                                                 : proto::Security::optional;
+          for (const tern::TokenKey& k : config.token_keys) {
+            if (o.host.token_keys.count == o.host.token_keys.keys.size()) break;
+            o.host.token_keys.keys[o.host.token_keys.count++] = proto::sec::TokenKey{k.id, k.key};
+          }
+          tern::Endpoint at = config.public_address.value_or(o.bind);
+          if (at.is_unspecified()) at = tern::Endpoint::v4(0x7f000001u, o.bind.port);
+          o.host.secure_addresses[0] = at;
+          o.host.secure_address_count = 1;
+        }
         o.cross_ring_limit = config.ring_limit;
         if (config.kcp) {
           o.kcp_listen = true;
@@ -370,7 +403,11 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
       m.counted = true;
       // A KCP member names its room in its first message (room_rule "join"), or by its conv.
       if (rt::Shard::is_kcp(ev.peer) && config_.kcp_room_rule == "join") return;
-      join_room(s, m, ev.data);
+      // An ENet member's room: its token's "room=N" when it came with one, else its connect data.
+      join_room(s, m,
+                rt::Shard::is_kcp(ev.peer)
+                    ? ev.data
+                    : token_room(s.peer_user_data(ev.peer)).value_or(ev.data));
       return;
     }
 

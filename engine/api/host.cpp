@@ -29,8 +29,18 @@ std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) {
 
 using base::mix64;
 
-proto::HostConfig to_config(const HostOptions& o, std::uint64_t seed) {
+proto::HostConfig to_config(const HostOptions& o, std::uint64_t seed, const Endpoint& local) {
   proto::HostConfig c;
+  c.security = static_cast<proto::Security>(o.security);
+  for (const TokenKey& k : o.token_keys) {
+    if (c.token_keys.count == c.token_keys.keys.size()) break;
+    c.token_keys.keys[c.token_keys.count++] = proto::sec::TokenKey{k.id, k.key};
+  }
+  for (const Endpoint& e : o.secure_addresses) {
+    if (c.secure_address_count == c.secure_addresses.size()) break;
+    c.secure_addresses[c.secure_address_count++] = e;
+  }
+  if (c.secure_address_count == 0) c.secure_addresses[c.secure_address_count++] = local;
   c.peer_limit = o.peer_limit;
   c.channel_limit = std::clamp(o.channel_limit, proto::kMinChannelCount, proto::kMaxChannelCount);
   c.incoming_bandwidth = o.incoming_bandwidth;
@@ -121,7 +131,14 @@ struct Host::Impl {
         clock_(clock),
         driver_(std::move(driver)),
         core_(config),
-        io_(core_, *driver_) {}
+        io_(core_, *driver_) {
+    // Token expiry is wall time; the core keeps the offset to its own clock.
+    core_.set_unix_time(
+        clock_.now_us(),
+        static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                       std::chrono::system_clock::now().time_since_epoch())
+                                       .count()));
+  }
 
   // The KCP personality: its core replaces the ENet one for everything the host does.
   void use_kcp(const proto::kcp::KcpConfig& config) {
@@ -227,7 +244,8 @@ std::unique_ptr<Host> Host::listen(const HostOptions& options, const Endpoint& b
   auto clock = std::make_unique<rt::SteadyClock>();
   rt::Clock& clock_ref = *clock;
   const proto::HostConfig config =
-      to_config(options, choose_seed(options, clock_ref, driver->local_endpoint(), true));
+      to_config(options, choose_seed(options, clock_ref, driver->local_endpoint(), true),
+                driver->local_endpoint());
   auto impl = std::make_unique<Impl>(config, std::move(driver), clock_ref, std::move(clock));
   if (options.personality == Personality::kcp)
     impl->use_kcp(to_kcp_config(options, config.random_seed));
@@ -238,7 +256,8 @@ std::unique_ptr<Host> Host::over(const HostOptions& options, std::unique_ptr<rt:
                                  rt::Clock& clock) {
   if (driver == nullptr) return nullptr;
   const proto::HostConfig config =
-      to_config(options, choose_seed(options, clock, driver->local_endpoint(), false));
+      to_config(options, choose_seed(options, clock, driver->local_endpoint(), false),
+                driver->local_endpoint());
   auto impl = std::make_unique<Impl>(config, std::move(driver), clock, nullptr);
   if (options.personality == Personality::kcp)
     impl->use_kcp(to_kcp_config(options, config.random_seed));
@@ -248,6 +267,25 @@ std::unique_ptr<Host> Host::over(const HostOptions& options, std::unique_ptr<rt:
 PeerHandle Host::connect(const Endpoint& address, std::size_t channel_count, std::uint32_t data) {
   if (impl_->kcp_) return impl_->kcp_->connect(impl_->clock_.now_us(), address, data);
   return impl_->core_.connect(impl_->clock_.now_us(), address, channel_count, data);
+}
+
+PeerHandle Host::connect_secure(const Endpoint& address, std::size_t channel_count,
+                                std::uint32_t data, const ConnectToken& token) {
+  if (impl_->kcp_) return PeerHandle{};
+  std::array<std::uint8_t, 16> salt{};
+  proto::sec::random_bytes(salt.data(), salt.size());
+  return impl_->core_.connect_secure(impl_->clock_.now_us(), address, channel_count, data,
+                                     token.sealed, token.client_to_server, token.server_to_client,
+                                     salt);
+}
+
+bool Host::peer_secure(PeerHandle peer) const {
+  return !impl_->kcp_ && impl_->core_.peer_secure(peer);
+}
+
+std::span<const std::uint8_t> Host::peer_user_data(PeerHandle peer) const {
+  if (impl_->kcp_) return {};
+  return impl_->core_.peer_user_data(peer);
 }
 
 SendResult Host::send(PeerHandle peer, std::uint8_t channel, Delivery delivery, Packet payload) {

@@ -77,6 +77,14 @@ struct HostCore::Impl {
   std::vector<Peer*> throttle_scratch;
   HalfOpenTable half_open;  // handshakes not yet acknowledged (handshake.cpp)
   SourceGuard guard;        // connect rates and bans per source (handshake.cpp)
+  // Secure sessions (secure_sessions.cpp): token nonces seen, handshakes answered, wall time.
+  std::unique_ptr<sec::TokenNonceTable> token_nonces;
+  std::vector<SecurePending> secure_pending;
+  std::uint32_t secure_pending_next = 0;
+  std::uint32_t secure_stamp = 0;
+  std::int64_t unix_offset_us = 0;
+  bool datagram_sealed = false;  // the datagram being handled was opened into open_buf
+  alignas(64) std::array<std::byte, kMaxMtu + 64> open_buf;
 
   // Offline discovery (discovery.cpp): pings and pongs waiting for the next flush, the info
   // pongs carry, our pings still taking answers, and the answers for the application.
@@ -360,12 +368,39 @@ struct HostCore::Impl {
   std::uint64_t source_hash(const Endpoint& key) const;
   bool refused_source(const Endpoint& from, bool connect);
   bool expired(const HalfOpen& e) const;
-  void open_half(const Endpoint& from, const Connect& c, std::uint32_t features, std::size_t bytes);
+  struct SecureHello;
+  void open_half(const Endpoint& from, const Connect& c, std::uint32_t features, std::size_t bytes,
+                 const TokenArrival* token = nullptr);
   bool may_answer(const HalfOpen& e, std::size_t size);
-  void send_cookie(HalfOpen& e);
+  void send_cookie(HalfOpen& e, SecureHello* secure = nullptr);
   void send_probe(HalfOpen& e);
   Peer* unverified_datagram(const Endpoint& from, const DecodedHeader& dh,
-                            std::span<const std::byte> bytes, bool& skip_ack);
+                            std::span<const std::byte>& bytes, bool& skip_ack);
+
+  // ---- secure_sessions.cpp: connect tokens, sealed datagrams (WIRE.md, "Secure sessions")
+  struct SecureHello {
+    sec::SealState tx;  // the handshake key, at this handshake's own sequence numbers
+    std::array<std::uint8_t, 16> challenge;
+  };
+  static bool looks_sealed(std::span<const std::byte> bytes) {
+    return bytes.size() >= 2 && (std::to_integer<std::uint8_t>(bytes[0]) & 0x40) != 0;
+  }
+  bool decode_sealed_header(std::span<const std::byte> bytes, DecodedHeader& dh, Drop& why);
+  bool open_sealed(PeerSecure& s, const DecodedHeader& dh, std::span<const std::byte>& bytes);
+  bool peer_datagram_sealed(Peer& p, const DecodedHeader& dh, bool sealed,
+                            std::span<const std::byte>& bytes);
+  std::uint64_t unix_now_s() const;
+  bool check_token(const Endpoint& from, const Command& ext, TokenArrival& out);
+  void open_secure_pending(HalfOpen& h, const TokenArrival& token, SecureHello& hello);
+  SecurePending* pending_of(const HalfOpen& h);
+  bool seal_farewell(sec::SealState& tx, Farewell& f, std::size_t hsize);
+  bool seal_out(Peer& p, OutDatagram& dg, std::size_t start, std::size_t hsize, std::size_t& total);
+  void put_secure_token(Peer& p, Build& b);
+  Handled handle_secure_challenge(Peer& p, const Command& cmd, Arrival& arrival);
+  PeerHandle connect_secure(std::uint64_t now_us, const Endpoint& to, std::size_t channel_count,
+                            std::uint32_t data, std::span<const std::uint8_t> sealed_token,
+                            const sec::Key& c2s, const sec::Key& s2c,
+                            const std::array<std::uint8_t, 16>& salt);
   Peer* promote(HalfOpen& e);
 
   // ---- disconnect.cpp: disconnects: requested, received, immediate, after the queue drains;

@@ -252,6 +252,7 @@ inline bool HostCore::Impl::build_datagram(Peer& p, OutDatagram& dg, bool& more)
     hello.hello.features = p.state == PeerState::connecting ? local_features() : agreed_features(p);
     put_command(b, hello, {});
   }
+  if (p.secure && p.state == PeerState::connecting) put_secure_token(p, b);
   update_packet_loss(p);
   if (b.paced) ++counters.paced_datagrams;
 
@@ -264,10 +265,16 @@ inline bool HostCore::Impl::build_datagram(Peer& p, OutDatagram& dg, bool& more)
   h.has_sent_time = b.sent_time;
   h.sent_time = static_cast<std::uint16_t>(now_ms & 0xFFFF);
   encode_header(std::span<std::byte>(dg.bytes.data() + start, hsize), h, config.checksum);
-  const std::size_t total = b.pos - start;
+  std::size_t total = b.pos - start;
   if (config.checksum) {
     write_checksum(std::span<std::byte>(dg.bytes.data() + start, total), hsize - 4,
                    p.outgoing_peer_id < kMaxPeerId ? p.connect_id : 0);
+  }
+  if (p.secure && p.extra->secure->sealing && !seal_out(p, dg, start, hsize, total)) {
+    // The sequence numbers ran out: the connection ends rather than reuse one.
+    if (p.app_knows) emit_disconnect(p, DisconnectReason::refused, 0);
+    reset_peer(p);
+    return false;
   }
   dg.offset = static_cast<std::uint32_t>(start);
   dg.size = static_cast<std::uint32_t>(total);

@@ -40,11 +40,15 @@ inline void HostCore::Impl::queue_farewell(Peer& p, std::uint32_t data) {
   h.peer_id = p.outgoing_peer_id;
   h.session = p.outgoing_session;
   std::size_t n = encode_header(f.bytes, h, config.checksum);
+  const std::size_t hsize = n;
   n += encode_command(std::span<std::byte>(f.bytes).subspan(n), cmd);
   f.size = static_cast<std::uint32_t>(n);
   if (config.checksum) {
     write_checksum(std::span<std::byte>(f.bytes.data(), n), 2,
                    p.outgoing_peer_id < kMaxPeerId ? p.connect_id : 0);
+  }
+  if (p.secure && p.extra->secure->sealing && !seal_farewell(p.extra->secure->tx, f, hsize)) {
+    return;
   }
   farewells.push_back(f);
 }

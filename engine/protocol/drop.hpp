@@ -54,7 +54,12 @@ namespace tern::proto {
   X(discovery_off, "discovery ping to a host that does not answer them")              \
   X(bad_discovery, "discovery ping or pong too short, or a pong for no ping of ours")  \
   X(bad_pmtu, "path MTU probe or acknowledgement too short or naming an impossible size") \
-  X(discovery_queue_full, "discovery answer not queued: too many wait for the flush")
+  X(discovery_queue_full, "discovery answer not queued: too many wait for the flush") \
+  X(token_required, "CONNECT without a connect token to a host whose security is required") \
+  X(bad_token, "connect token truncated, forged, expired, unknown key or wrong server")  \
+  X(token_reused, "connect token already used from another address")                  \
+  X(bad_seal, "sealed datagram that does not authenticate, or unsealed from a secure peer") \
+  X(replayed, "sealed datagram whose sequence number was already taken or is too old")
 // clang-format on
 
 enum class Drop : std::uint8_t { TERN_DROP_REASONS(TERN_DROP_ENUMERATOR) count_ };

@@ -67,7 +67,7 @@ constexpr void HostCore::Impl::install_extension_commands(CommandRules& rules) {
 // A tern_ext command of an existing connection, by kind. From a peer that neither agreed to
 // an extension nor was offered one (a plain ENet peer), no kind is taken.
 inline Handled HostCore::Impl::handle_tern_ext(Peer& p, const Command& cmd, Arrival& arrival) {
-  if (agreed_features(p) == 0 && !p.hello_offered) {
+  if (agreed_features(p) == 0 && !p.hello_offered && !p.secure) {
     arrival.why = Drop::extension_not_agreed;
     return Handled::stop;
   }
@@ -76,6 +76,9 @@ inline Handled HostCore::Impl::handle_tern_ext(Peer& p, const Command& cmd, Arri
     case TernExtKind::block_ack: return handle_block_ack(p, cmd, arrival);
     case TernExtKind::mtu_probe: return handle_mtu_probe(p, cmd, arrival);
     case TernExtKind::mtu_probe_ack: return handle_mtu_probe_ack(p, cmd, arrival);
+    // A resent CONNECT's token reaches the connection it made: already taken.
+    case TernExtKind::secure_token: return Handled::ok;
+    case TernExtKind::secure_challenge: return handle_secure_challenge(p, cmd, arrival);
     default: arrival.why = Drop::unknown_ext_kind; return Handled::stop;
   }
 }

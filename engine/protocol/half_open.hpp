@@ -18,17 +18,19 @@ namespace tern::proto {
 
 struct HalfOpen {
   Endpoint address;
-  std::uint16_t peer_id = 0;     // the ID our VERIFY_CONNECT gave it (its headers carry it)
-  std::uint16_t cookie = 0;      // the VERIFY_CONNECT's sent time; the ack echoes it
-  std::uint8_t in_session = 0;   // what its headers carry
-  std::uint8_t out_session = 0;  // what ours carry
-  std::uint32_t features = 0;    // Tern hello: what both sides have, 0: no hello
-  std::uint32_t window = 0;      // as answered
-  std::uint64_t created_ms = 0;  // 0: the entry is free
-  std::uint64_t cookie_ms = 0;   // when the last VERIFY_CONNECT was issued (RTT sample)
-  std::uint32_t bytes_in = 0;    // from this source while unverified
-  std::uint32_t bytes_out = 0;   // to it: never above bytes_in (no amplification)
-  Connect connect{};             // what it asked for (clamped channel count and MTU)
+  std::uint16_t peer_id = 0;       // the ID our VERIFY_CONNECT gave it (its headers carry it)
+  std::uint16_t cookie = 0;        // the VERIFY_CONNECT's sent time; the ack echoes it
+  std::uint8_t in_session = 0;     // what its headers carry
+  std::uint8_t out_session = 0;    // what ours carry
+  std::uint32_t features = 0;      // Tern hello: what both sides have, 0: no hello
+  std::uint32_t window = 0;        // as answered
+  std::uint64_t created_ms = 0;    // 0: the entry is free
+  std::uint64_t cookie_ms = 0;     // when the last VERIFY_CONNECT was issued (RTT sample)
+  std::uint32_t bytes_in = 0;      // from this source while unverified
+  std::uint32_t bytes_out = 0;     // to it: never above bytes_in (no amplification)
+  Connect connect{};               // what it asked for (clamped channel count and MTU)
+  std::uint32_t secure_slot = 0;   // secure sessions: its SecurePending + 1, 0: plain
+  std::uint32_t secure_stamp = 0;  // that entry's stamp while it is this handshake's
 
   bool used() const { return created_ms != 0; }
 };

@@ -80,6 +80,11 @@ inline Command HostCore::Impl::handshake_command(Cmd type, const Peer& p,
 // enet_protocol_handle_connect (server side). Returns the new peer or nullptr.
 inline Peer* HostCore::Impl::handle_connect(const Endpoint& from, const Command& cmd, Drop& why) {
   const Connect& c = cmd.connect;
+  // Tokens are checked only before return routability (verify_before_peer).
+  if (config.security == Security::required) {
+    why = Drop::token_required;
+    return nullptr;
+  }
   if (c.channel_count < kMinChannelCount || c.channel_count > kMaxChannelCount ||
       c.outgoing_peer_id >= kMaxPeerId) {
     why = Drop::bad_handshake;
@@ -223,9 +228,19 @@ inline void HostCore::Impl::stranger_datagram(const Endpoint& from, const Decode
     return;
   }
   std::uint32_t features = 0;
-  if (decoder.next(cmd, why)) {
+  // After the CONNECT: the hello, then (secure sessions) the token; nothing else is read.
+  Command token_cmd;
+  bool has_token = false;
+  for (int i = 0; i < 2 && decoder.next(cmd, why); ++i) {
     ++counters.commands_in;
-    if (cmd.type() == Cmd::tern_hello) features = cmd.hello.features & understood_features();
+    if (cmd.type() == Cmd::tern_hello) {
+      features = cmd.hello.features & understood_features();
+    } else {
+      has_token = cmd.type() == Cmd::tern_ext &&
+                  cmd.ext.kind == static_cast<std::uint8_t>(TernExtKind::secure_token);
+      token_cmd = cmd;
+      break;
+    }
   }
   // A CONNECT that reached us twice, the second after its connection came up. One with a new
   // connect ID (a restarted client) replaces the connection only once it is acknowledged:
@@ -240,13 +255,27 @@ inline void HostCore::Impl::stranger_datagram(const Endpoint& from, const Decode
     counters.drops.add(Drop::peer_limit);
     return;
   }
+  if (config.security != Security::plain) {
+    // Last, as it costs a decryption: the token, or (required) nothing at all.
+    if (has_token) {
+      TokenArrival token;
+      if (!check_token(from, token_cmd, token)) return;
+      open_half(from, c, features, bytes.size(), &token);
+      return;
+    }
+    if (config.security == Security::required) {
+      counters.drops.add(Drop::token_required);
+      return;
+    }
+  }
   open_half(from, c, features, bytes.size());
 }
 
 // A retransmitted CONNECT gets an entry and a VERIFY_CONNECT of its own: whichever the client
 // acknowledges first makes the connection, and the others find it there (promote()).
 inline void HostCore::Impl::open_half(const Endpoint& from, const Connect& c,
-                                      std::uint32_t features, std::size_t bytes) {
+                                      std::uint32_t features, std::size_t bytes,
+                                      const TokenArrival* token) {
   if (!half_open.allocated()) half_open.allocate(config.half_open_capacity);
   counters.unverified_bytes_in += bytes;
   // The ID the slot it will most likely take carries, so that its datagrams find it by
@@ -289,6 +318,12 @@ inline void HostCore::Impl::open_half(const Endpoint& from, const Connect& c,
   h.cookie = static_cast<std::uint16_t>(
       random_u32() ^
       by_address.hash(base::PeerKey(from, static_cast<std::uint16_t>(c.connect_id))));
+  if (token != nullptr) {
+    SecureHello hello;
+    open_secure_pending(h, *token, hello);
+    send_cookie(h, &hello);
+    return;
+  }
   send_cookie(h);
 }
 
@@ -306,10 +341,11 @@ inline bool HostCore::Impl::may_answer(const HalfOpen& e, std::size_t size) {
   return true;
 }
 
-// The VERIFY_CONNECT (and hello) for a handshake.
-inline void HostCore::Impl::send_cookie(HalfOpen& e) {
+// The VERIFY_CONNECT (and hello, and a secure handshake's challenge) for a handshake.
+inline void HostCore::Impl::send_cookie(HalfOpen& e, SecureHello* secure) {
   const std::size_t size = header_size(true, config.checksum) + command_size(Cmd::verify_connect) +
-                           (e.features != 0 ? kHelloSize : 0);
+                           (e.features != 0 ? kHelloSize : 0) +
+                           (secure != nullptr ? 8 + 16 + sec::kDatagramOverhead : 0);
   if (!may_answer(e, size)) return;
   Command cmd;
   cmd.command = static_cast<std::uint8_t>(Cmd::verify_connect) | kFlagAcknowledge;
@@ -331,6 +367,19 @@ inline void HostCore::Impl::send_cookie(HalfOpen& e) {
   h.has_sent_time = true;
   h.sent_time = e.cookie;
   std::size_t n = encode_header(f.bytes, h, config.checksum);
+  const std::size_t hsize = n;
+  if (secure != nullptr) {
+    // First, so the client has the session keys when it takes the VERIFY_CONNECT.
+    Command ext;
+    ext.command = static_cast<std::uint8_t>(Cmd::tern_ext);
+    ext.channel_id = kSystemChannel;
+    ext.ext.kind = static_cast<std::uint8_t>(TernExtKind::secure_challenge);
+    ext.ext.flags = 0;
+    ext.ext.data_length = static_cast<std::uint16_t>(secure->challenge.size());
+    n += encode_command(std::span<std::byte>(f.bytes).subspan(n), ext);
+    std::memcpy(f.bytes.data() + n, secure->challenge.data(), secure->challenge.size());
+    n += secure->challenge.size();
+  }
   n += encode_command(std::span<std::byte>(f.bytes).subspan(n), cmd);
   if (e.features != 0) {
     // The answer a peer that agreed to them would give (handle_hello, agreed_features).
@@ -344,6 +393,7 @@ inline void HostCore::Impl::send_cookie(HalfOpen& e) {
   if (config.checksum) {
     write_checksum(std::span<std::byte>(f.bytes.data(), n), 4, e.connect.connect_id);
   }
+  if (secure != nullptr && !seal_farewell(secure->tx, f, hsize)) return;
   farewells.push_back(f);
   e.bytes_out += f.size;
   e.cookie_ms = now_ms;
@@ -352,7 +402,10 @@ inline void HostCore::Impl::send_cookie(HalfOpen& e) {
 }
 
 inline void HostCore::Impl::send_probe(HalfOpen& e) {
-  const std::size_t size = header_size(true, config.checksum) + command_size(Cmd::ping);
+  SecurePending* sp = pending_of(e);
+  if (e.secure_slot != 0 && sp == nullptr) return;
+  const std::size_t size = header_size(true, config.checksum) + command_size(Cmd::ping) +
+                           (sp != nullptr ? sec::kDatagramOverhead : 0);
   if (!may_answer(e, size)) return;
   Command cmd;
   cmd.command = static_cast<std::uint8_t>(Cmd::ping) | kFlagAcknowledge;
@@ -366,11 +419,13 @@ inline void HostCore::Impl::send_probe(HalfOpen& e) {
   h.has_sent_time = true;
   h.sent_time = e.cookie;
   std::size_t n = encode_header(f.bytes, h, config.checksum);
+  const std::size_t hsize = n;
   n += encode_command(std::span<std::byte>(f.bytes).subspan(n), cmd);
   f.size = static_cast<std::uint32_t>(n);
   if (config.checksum) {
     write_checksum(std::span<std::byte>(f.bytes.data(), n), 4, e.connect.connect_id);
   }
+  if (sp != nullptr && !seal_farewell(sp->secure.tx, f, hsize)) return;
   farewells.push_back(f);
   e.bytes_out += f.size;
   ++counters.cookies_sent;
@@ -381,7 +436,8 @@ inline void HostCore::Impl::send_probe(HalfOpen& e) {
 // VERIFY_CONNECT. Returns the peer it made, and then skip_ack (the acknowledgement of a
 // VERIFY_CONNECT the peer never queued).
 inline Peer* HostCore::Impl::unverified_datagram(const Endpoint& from, const DecodedHeader& dh,
-                                                 std::span<const std::byte> bytes, bool& skip_ack) {
+                                                 std::span<const std::byte>& bytes,
+                                                 bool& skip_ack) {
   HalfOpen* set = half_open_set(from, dh.header.peer_id);
   HalfOpen* e = nullptr;
   for (std::size_t i = 0; i < HalfOpenTable::kWays; ++i) {
@@ -405,6 +461,23 @@ inline Peer* HostCore::Impl::unverified_datagram(const Endpoint& from, const Dec
   e->bytes_in += static_cast<std::uint32_t>(std::min<std::size_t>(bytes.size(), kMaxMtu));
   if (dh.header.session != e->in_session) {
     counters.drops.add(Drop::bad_session);
+    return nullptr;
+  }
+  // A secure handshake is answered only in datagrams sealed with the session keys, which only
+  // the client that read our VERIFY_CONNECT (its challenge) can derive.
+  if (e->secure_slot != 0) {
+    SecurePending* sp = pending_of(*e);
+    if (sp == nullptr) {
+      counters.drops.add(Drop::unknown_peer);
+      return nullptr;
+    }
+    if (!looks_sealed(bytes)) {
+      counters.drops.add(Drop::bad_seal);
+      return nullptr;
+    }
+    if (!open_sealed(sp->secure, dh, bytes)) return nullptr;
+  } else if (looks_sealed(bytes)) {
+    counters.drops.add(Drop::compressed);
     return nullptr;
   }
   if (config.checksum && !verify_checksum(bytes, dh, e->connect.connect_id)) {
@@ -476,6 +549,12 @@ inline Peer* HostCore::Impl::promote(HalfOpen& e) {
   p.mtu = static_cast<std::uint16_t>(c.mtu);
   compute_window_from_bandwidth(p);
   p.outgoing_reliable_seq = 1;  // the VERIFY_CONNECT's
+  if (SecurePending* sp = pending_of(h)) {
+    extra(p).secure = std::make_unique<PeerSecure>(std::move(sp->secure));
+    sp->stamp = 0;
+    p.secure = true;
+    p.mtu = static_cast<std::uint16_t>(p.mtu - sec::kDatagramOverhead);
+  }
   if (h.features != 0) {
     p.hello_agreed = true;
     on_features_agreed(p, h.features);
@@ -490,8 +569,9 @@ inline Peer* HostCore::Impl::promote(HalfOpen& e) {
 inline Handled HostCore::Impl::handle_verify_connect(Peer& p, const Command& cmd, Drop& why) {
   if (p.state != PeerState::connecting) return Handled::ok;
   const Connect& c = cmd.connect;
-  if (c.channel_count < kMinChannelCount || c.channel_count > kMaxChannelCount ||
-      c.throttle_interval != throttle_interval(p) ||
+  // A secure connect needs the challenge before the VERIFY_CONNECT (secure_sessions.cpp).
+  if ((p.secure && !p.extra->secure->sealing) || c.channel_count < kMinChannelCount ||
+      c.channel_count > kMaxChannelCount || c.throttle_interval != throttle_interval(p) ||
       c.throttle_acceleration != throttle_acceleration(p) ||
       c.throttle_deceleration != throttle_deceleration(p) || c.connect_id != p.connect_id) {
     why = Drop::bad_handshake;
@@ -509,6 +589,7 @@ inline Handled HostCore::Impl::handle_verify_connect(Peer& p, const Command& cmd
   p.outgoing_session = static_cast<std::uint8_t>(c.outgoing_session);
   const std::uint32_t mtu = std::clamp(c.mtu, kMinMtu, kMaxMtu);
   p.mtu = static_cast<std::uint16_t>(std::min<std::uint32_t>(p.mtu, mtu));
+  if (p.secure) p.mtu = static_cast<std::uint16_t>(p.mtu - sec::kDatagramOverhead);
   const std::uint32_t window = std::clamp(c.window_size, kMinWindowSize, kMaxWindowSize);
   p.window_size = std::min(p.window_size, window);
   set_bandwidths(p, c.incoming_bandwidth, c.outgoing_bandwidth);

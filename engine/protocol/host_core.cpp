@@ -28,6 +28,7 @@
 #include "receive.cpp"
 #include "redundancy.cpp"
 #include "retransmit.cpp"
+#include "secure_sessions.cpp"
 #include "selective_acks.cpp"
 #include "send_queue.cpp"
 #include "throttle.cpp"
@@ -49,7 +50,11 @@ inline void HostCore::Impl::on_datagram(std::uint64_t now_us, const Endpoint& fr
   counters.bytes_in += bytes.size();
   DecodedHeader dh;
   Drop why = Drop::count_;
-  if (!decode_header(bytes, config.checksum, dh, why)) {
+  // Secure sessions mark a sealed datagram with ENet's compressed bit (secure_sessions.cpp).
+  datagram_sealed = false;
+  const bool sealed = looks_sealed(bytes);
+  if (!(sealed ? decode_sealed_header(bytes, dh, why)
+               : decode_header(bytes, config.checksum, dh, why))) {
     counters.drops.add(why);
     return;
   }
@@ -69,7 +74,12 @@ inline void HostCore::Impl::on_datagram(std::uint64_t now_us, const Endpoint& fr
       }
       peer = unverified_datagram(from, dh, bytes, skip_ack);
       if (peer == nullptr) return;
+    } else if ((sealed || peer->secure) && !peer_datagram_sealed(*peer, dh, sealed, bytes)) {
+      return;
     }
+  } else if (sealed) {
+    counters.drops.add(Drop::compressed);  // a CONNECT is never sealed
+    return;
   } else if (is_unconnected_ext(bytes, dh)) {
     unconnected_datagram(now_us, from, dh, bytes);
     return;
@@ -529,6 +539,38 @@ std::uint32_t HostCore::peer_connect_data(PeerHandle peer) const {
 std::size_t HostCore::peer_count() const { return impl_->peer_count; }
 const HostCounters& HostCore::counters() const { return impl_->counters; }
 const HostConfig& HostCore::config() const { return impl_->config; }
+PeerHandle HostCore::connect_secure(std::uint64_t now_us, const Endpoint& to,
+                                    std::size_t channel_count, std::uint32_t data,
+                                    std::span<const std::uint8_t> sealed_token,
+                                    const sec::Key& client_to_server,
+                                    const sec::Key& server_to_client,
+                                    const std::array<std::uint8_t, 16>& salt) {
+  return impl_->connect_secure(now_us, to, channel_count, data, sealed_token, client_to_server,
+                               server_to_client, salt);
+}
+
+void HostCore::set_unix_time(std::uint64_t now_us, std::uint64_t unix_s) {
+  impl_->unix_offset_us =
+      static_cast<std::int64_t>(unix_s * 1000000) - static_cast<std::int64_t>(now_us);
+}
+
+bool HostCore::peer_secure(PeerHandle peer) const {
+  const Peer* p = impl_->find(peer);
+  return p != nullptr && p->secure;
+}
+
+std::uint64_t HostCore::peer_client_id(PeerHandle peer) const {
+  const Peer* p = impl_->find(peer);
+  return p != nullptr && p->secure && p->accepted ? p->extra->secure->client_id : 0;
+}
+
+std::span<const std::uint8_t> HostCore::peer_user_data(PeerHandle peer) const {
+  const Peer* p = impl_->find(peer);
+  if (p == nullptr || !p->secure || !p->accepted) return {};
+  const PeerSecure& s = *p->extra->secure;
+  return std::span<const std::uint8_t>(s.user_data.data(), s.user_data_len);
+}
+
 std::size_t HostCore::sizeof_peer() { return sizeof(Peer); }
 
 }  // namespace tern::proto

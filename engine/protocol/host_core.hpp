@@ -15,6 +15,7 @@
 #pragma once
 
 #include "drop.hpp"
+#include "secure/secure.hpp"
 #include "wire.hpp"
 
 #include <tern/endpoint.hpp>
@@ -30,6 +31,11 @@
 #include <vector>
 
 namespace tern::proto {
+
+// Secure sessions (WIRE.md, "Secure sessions"), per listener: plain: ENet only, tokens are
+// ignored; optional: a Tern client with a connect token gets an encrypted connection, any
+// other client a plain one; required: only token holders connect.
+enum class Security : std::uint8_t { plain, optional, required };
 
 struct HostConfig {
   std::size_t peer_limit = 4096;                   // simultaneous connections (any number)
@@ -230,6 +236,16 @@ struct HostConfig {
   double discovery_burst_per_prefix = 128;
   std::size_t discovery_queue = 256;
   std::uint32_t discovery_timeout_ms = 5000;
+  // Secure sessions (WIRE.md, "Secure sessions"): the policy, the token keys accepted (two
+  // during a rotation), and the addresses clients reach this host at (a token must list
+  // one). Needs verify_before_peer and HostCore::set_unix_time (token expiry is wall time).
+  Security security = Security::plain;
+  sec::KeyRing token_keys{};
+  std::array<Endpoint, 4> secure_addresses{};
+  std::size_t secure_address_count = 0;
+  // Token-carrying handshakes awaiting the client's answer (keys, challenge, user data);
+  // the oldest is reused when full.
+  std::size_t secure_pending_capacity = 4096;
 };
 
 struct HostCounters {
@@ -309,6 +325,11 @@ struct HostCounters {
   std::uint64_t pmtu_probes_answered = 0;
   std::uint64_t pmtu_raised = 0;
   std::uint64_t pmtu_lowered = 0;
+  // Secure sessions.
+  std::uint64_t tokens_accepted = 0;  // valid tokens answered with a sealed VERIFY_CONNECT
+  std::uint64_t tokens_refused = 0;   // expired, forged, unknown key, wrong server, reused
+  std::uint64_t sealed_out = 0;       // datagrams sealed
+  std::uint64_t opened_in = 0;        // sealed datagrams that authenticated
   std::size_t half_open = 0;         // entries now
   std::size_t buffered_bytes = 0;    // incoming data held for reassembly/ordering/delivery
   std::size_t reassembly_bytes = 0;  // of which incomplete fragment sets
@@ -342,6 +363,16 @@ class HostCore {
   // to 1..255. Returns an invalid handle when the peer limit is reached.
   PeerHandle connect(std::uint64_t now_us, const Endpoint& to, std::size_t channel_count,
                      std::uint32_t data);
+  // connect() with a connect token (tern/secure.hpp): the CONNECT carries the sealed token
+  // and `salt` (16 random bytes, new for every call: the session keys derive from it), and
+  // every later datagram both ways is sealed. Nothing in clear is taken from the server, so
+  // against a server that does not take the token the connect times out.
+  PeerHandle connect_secure(std::uint64_t now_us, const Endpoint& to, std::size_t channel_count,
+                            std::uint32_t data, std::span<const std::uint8_t> sealed_token,
+                            const sec::Key& client_to_server, const sec::Key& server_to_client,
+                            const std::array<std::uint8_t, 16>& salt);
+  // Wall time for token expiry: `unix_s` is the Unix time at `now_us` (HostCore time).
+  void set_unix_time(std::uint64_t now_us, std::uint64_t unix_s);
   // Queues a message. Messages above the MTU are fragmented (reliable fragments for reliable
   // and unsequenced, unreliable fragments for unreliable delivery). The core holds a reference
   // to the payload until the message is acknowledged (or dropped) and lets go of it at its
@@ -449,6 +480,11 @@ class HostCore {
   // for stale handles.
   std::size_t queued_bytes(PeerHandle peer) const;
   std::size_t peer_count() const;
+  // Secure sessions: whether the connection seals its datagrams; on the server side, the
+  // token's client id and user data (empty for a plain connection or a stale handle).
+  bool peer_secure(PeerHandle peer) const;
+  std::uint64_t peer_client_id(PeerHandle peer) const;
+  std::span<const std::uint8_t> peer_user_data(PeerHandle peer) const;
   const HostCounters& counters() const;
   const HostConfig& config() const;
   // sizeof the per-connection record (perf/idle_memory.cpp); its side blocks come on top.

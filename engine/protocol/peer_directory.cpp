@@ -148,6 +148,7 @@ inline void HostCore::Impl::reset_peer(Peer& p) {
   if (p.accepted) erase_key(base::PeerKey(p.address, kIdentityKey | p.outgoing_peer_id), p.slot);
   timers.cancel(p.timer);
   p.state = PeerState::disconnected;
+  p.secure = false;  // its keys went with the extra block
   p.dirty = false;
   p.timer_due = false;
   ++p.generation;

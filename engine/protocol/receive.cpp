@@ -84,7 +84,7 @@ inline void HostCore::Impl::deliver_now(Peer& p, std::uint8_t channel, Delivery 
 // else copied.
 inline void HostCore::Impl::deliver_from_datagram(Peer& p, std::uint8_t channel, Delivery delivery,
                                                   std::span<const std::byte> bytes) {
-  if (config.lend_payloads) {
+  if (config.lend_payloads && !datagram_sealed) {
     deliver_now(p, channel, delivery, Packet{}, bytes);
   } else {
     deliver_now(p, channel, delivery, Packet::copy_of(bytes));

@@ -326,6 +326,35 @@ struct CongestionState {
   std::array<std::uint32_t, kCcBandwidthRounds> bandwidth_rounds{};
 };
 
+// Secure sessions (secure_sessions.cpp; WIRE.md, "Secure sessions"): one connection's keys.
+// `tx`/`rx` are the handshake keys (derived from the token's keys and the client's salt)
+// until the server's challenge arrives, then the session keys derived from it.
+struct PeerSecure {
+  sec::SealState tx;
+  sec::Key rx{};
+  sec::ReplayWindow window;
+  bool sealing = false;  // keys are the session's: every datagram both ways is sealed
+  std::uint64_t client_id = 0;
+  std::uint16_t user_data_len = 0;
+  std::array<std::uint8_t, sec::kUserDataBytes> user_data{};
+  // Client side until connected: the sealed token and the salt, sent with every CONNECT.
+  std::unique_ptr<std::array<std::uint8_t, sec::kTokenBytes + 16>> connect_ext;
+};
+
+// A token-carrying handshake the server answered and the client has not (half_open.hpp
+// names it by slot and stamp): the session keys it will have.
+struct SecurePending {
+  PeerSecure secure;
+  std::uint32_t stamp = 0;  // 0: free
+};
+
+// A connect token that opened, as a CONNECT carried it, with the client's salt.
+struct TokenArrival {
+  sec::TokenHeader header;
+  sec::TokenContents contents;
+  std::array<std::uint8_t, 16> salt{};
+};
+
 // Rarely needed per-connection state: settings that differ from the host's defaults, bandwidth
 // limits announced by the other side, and the statistics' high words. Allocated on first use.
 struct PeerExtra {
@@ -376,6 +405,8 @@ struct PeerExtra {
   bool pmtu_send = false;
   bool pmtu_recheck = false;
   std::uint64_t pmtu_due_ms = 0;
+  // Secure sessions: keys, sequence numbers and the replay window (secure_sessions.cpp).
+  std::unique_ptr<PeerSecure> secure;
 };
 
 // The hot per-connection record: what every connected peer needs, idle or not. Everything else
@@ -462,6 +493,9 @@ struct Peer {
   bool congestion_control : 1 = false;
   // Path MTU discovery agreed in the hello: probes go both ways (state in PeerExtra).
   bool pmtu : 1 = false;
+  // Secure sessions: the connection has keys (extra->secure); its datagrams are sealed once
+  // the handshake answered.
+  bool secure : 1 = false;
 
   bool connected_like() const {
     return state == PeerState::connected || state == PeerState::disconnect_later;
@@ -511,7 +545,8 @@ class PeerSlab {
 struct Farewell {
   Endpoint to;
   std::uint32_t size = 0;
-  std::array<std::byte, 64> bytes;  // a DISCONNECT, or a VERIFY_CONNECT with its hello
+  // a DISCONNECT, or a VERIFY_CONNECT with its hello (and, sealed, its challenge)
+  std::array<std::byte, 128> bytes;
 };
 
 // ok: acknowledge it (if it asks) and go on; stop: the rest of the datagram is not read;

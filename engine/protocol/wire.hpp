@@ -94,14 +94,16 @@ enum class Cmd : std::uint8_t {
 // Kinds of tern_ext, each owned by one extension (WIRE.md, "Extension command").
 enum class TernExtKind : std::uint8_t {
   none = 0,
-  block_slice = 1,    // large blocks: one slice of a block
-  block_ack = 2,      // large blocks: the receiver's slice-ack bitfield
-  mtu_probe = 3,      // path MTU discovery: a padded probe
-  mtu_probe_ack = 4,  // path MTU discovery: the probe's size, acknowledged
-  discover_ping = 5,  // unconnected: server discovery request
-  discover_pong = 6,  // unconnected: server discovery answer (never larger than the ping)
-  cc_feedback = 7,    // congestion control: delivery-rate feedback
-  secure_first = 8,   // secure sessions: kinds 8..15
+  block_slice = 1,       // large blocks: one slice of a block
+  block_ack = 2,         // large blocks: the receiver's slice-ack bitfield
+  mtu_probe = 3,         // path MTU discovery: a padded probe
+  mtu_probe_ack = 4,     // path MTU discovery: the probe's size, acknowledged
+  discover_ping = 5,     // unconnected: server discovery request
+  discover_pong = 6,     // unconnected: server discovery answer (never larger than the ping)
+  cc_feedback = 7,       // congestion control: delivery-rate feedback
+  secure_first = 8,      // secure sessions: kinds 8..15
+  secure_token = 8,      // secure sessions: the connect token and salt, with a CONNECT
+  secure_challenge = 9,  // secure sessions: the server's challenge, in its sealed VERIFY
   secure_last = 15,
 };
 

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <limits>
@@ -150,6 +151,11 @@ Shard::Shard(std::size_t index, const ShardGroupOptions& options, const ShardEve
     kcp_by_slot_.resize(options.kcp.session_limit);
     kcp_closed_.reserve(std::min<std::size_t>(options.kcp.session_limit, 4096));
   }
+  // Connect tokens expire on wall time (secure sessions); the core keeps the offset.
+  core_.set_unix_time(clock_.now_us(), static_cast<std::uint64_t>(
+                                           std::chrono::duration_cast<std::chrono::seconds>(
+                                               std::chrono::system_clock::now().time_since_epoch())
+                                               .count()));
   // Without an eventfd (fd exhaustion) the shard still works: it just sleeps until traffic,
   // a timer or max_wait instead of being woken early.
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

@@ -28,6 +28,7 @@
 #include "spsc_ring.hpp"
 
 #include <tern/endpoint.hpp>
+#include <tern/secure.hpp>
 #include <tern/types.hpp>
 
 #include <array>
@@ -232,6 +233,20 @@ class Shard {
   // Client side of KCP: a session with `conv` to `to` on the shard's KCP port (invalid
   // without one). Its connect event comes with the peer's first segment.
   PeerHandle kcp_connect(const Endpoint& to, std::uint32_t conv);
+  // connect() with a connect token (tern/secure.hpp): the connection is encrypted (WIRE.md,
+  // "Secure sessions"); the salt is drawn here, at connection set-up.
+  PeerHandle connect_secure(const Endpoint& to, std::size_t channel_count, std::uint32_t data,
+                            const ConnectToken& token) {
+    std::array<std::uint8_t, 16> salt{};
+    proto::sec::random_bytes(salt.data(), salt.size());
+    return core_.connect_secure(now_, to, channel_count, data, token.sealed, token.client_to_server,
+                                token.server_to_client, salt);
+  }
+  // Secure sessions: whether a connection is encrypted; the user data of its client's token.
+  bool peer_secure(PeerHandle peer) const { return core_.peer_secure(peer); }
+  std::span<const std::uint8_t> peer_user_data(PeerHandle peer) const {
+    return core_.peer_user_data(peer);
+  }
   SendResult send(PeerHandle peer, std::uint8_t channel, Delivery delivery, Packet payload) {
     if (is_kcp(peer)) return kcp_send(peer, payload.bytes());
     return core_.send(peer, channel, delivery, std::move(payload));

@@ -16,6 +16,8 @@
 #include <enet/enet.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <tern/endpoint.hpp>
 #include <tern/host.hpp>
 #include <tern/packet.hpp>
@@ -273,6 +275,12 @@ class TernNode final : public Node {
   explicit TernNode(bool checksum) {
     tern::HostOptions options;
     options.checksum = checksum;
+    // The same cases with secure sessions optional (test 'interop_optional'): libenet peers
+    // must see no difference.
+    if (const char* s = std::getenv("TERN_INTEROP_SECURITY"); s && std::string(s) == "optional") {
+      options.security = tern::Security::optional;
+      options.token_keys.push_back(tern::TokenKey{1, {}});
+    }
     host_ = tern::Host::listen(options, *tern::Endpoint::parse("127.0.0.1:0"), error_);
   }
   bool ok() const override { return host_ != nullptr; }

@@ -14,6 +14,7 @@
 
 #include <tern/endpoint.hpp>
 #include <tern/packet.hpp>
+#include <tern/secure.hpp>
 #include <tern/types.hpp>
 
 #include <array>
@@ -53,6 +54,11 @@ struct KcpOptions {
   std::uint32_t dead_link = 20;
   std::uint32_t idle_timeout_ms = 30000;
 };
+
+// Secure sessions per listener (WIRE.md, "Secure sessions"): plain: ENet only, tokens
+// ignored; optional: a Tern client with a connect token gets an encrypted connection, any
+// other client (libenet) a plain one; required: only token holders connect.
+enum class Security : std::uint8_t { plain, optional, required };
 
 struct HostOptions {
   std::size_t peer_limit = 4096;
@@ -139,7 +145,13 @@ struct HostOptions {
   std::uint32_t path_mtu_max = 4096;
   double discovery_rate_per_address = 4;
   double discovery_rate_per_prefix = 64;
-  // Room for future switches: congestion control and priorities go here.
+  // Secure sessions: the policy, the token keys accepted (tern-token keygen; the first two:
+  // the current key and, while rotating, the previous one) and the addresses clients connect
+  // to, one of which a token must list (empty: the bound address). Token expiry is checked
+  // against the system clock.
+  Security security = Security::plain;
+  std::vector<TokenKey> token_keys;
+  std::vector<Endpoint> secure_addresses;
   // Socket hosts only.
   int socket_receive_buffer = 4 << 20;
   int socket_send_buffer = 4 << 20;
@@ -220,6 +232,10 @@ class Host {
   // Starts connecting; the connect event (or a disconnect with reason timeout/refused)
   // arrives through service(). Invalid handle if the peer limit is reached.
   PeerHandle connect(const Endpoint& address, std::size_t channel_count, std::uint32_t data = 0);
+  // connect() with a connect token (tern/secure.hpp, mint_token): every datagram of the
+  // connection is encrypted. A server that does not take the token leaves it to time out.
+  PeerHandle connect_secure(const Endpoint& address, std::size_t channel_count, std::uint32_t data,
+                            const ConnectToken& token);
   SendResult send(PeerHandle peer, std::uint8_t channel, Delivery delivery, Packet payload);
   SendResult send(PeerHandle peer, std::uint8_t channel, Delivery delivery,
                   std::span<const std::byte> payload);
@@ -285,6 +301,10 @@ class Host {
   bool peer_stats(PeerHandle peer, PeerStats& out) const;
   PeerState peer_state(PeerHandle peer) const;
   Endpoint peer_address(PeerHandle peer) const;
+  // Secure sessions: whether the connection is encrypted; on a server, the user data of the
+  // client's token (empty otherwise).
+  bool peer_secure(PeerHandle peer) const;
+  std::span<const std::uint8_t> peer_user_data(PeerHandle peer) const;
   std::size_t peer_count() const;
   HostStats stats() const;
   Endpoint local_endpoint() const;
