@@ -38,7 +38,7 @@ if [ "$#" -eq 0 ] && [ "${TERN_SKIP_SANITIZERS:-0}" != 1 ]; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     sanitizer_stage build-asan \
       "-Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=disabled -Dbenchmarks=disabled" \
-      "base protocol api capi ping drivers sim attack runtime net filter netem kcp"
+      "base protocol api capi ping drivers sim attack runtime net filter netem kcp secure"
   # The runtime's cross-thread code (rings, the shards built on them, and the relay's
   # cross-shard rooms with real libenet clients) under TSan, and the building blocks below it.
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
