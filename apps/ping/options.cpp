@@ -128,14 +128,14 @@ constexpr tern::app::FlagSpec kFlags[] = {
     {"dpdk-mac", true},   {"dpdk-eal", true},     {"dpdk-local-port", true},
     {"dpdk-mbufs", true}, {"dpdk-huge", false},   {"dpdk-config", true},
     {"protocol", true},   {"discover", true},     {"info", true},
-    {"path-mtu", false}, {"token-key", true},
+    {"path-mtu", false},  {"token-key", true},
 };
 
 // Flags each mode accepts besides its own mode flag; anything else is an error for that mode.
 constexpr std::string_view kRuntimeFlags[] = {
-    "checksum",   "path-mtu",  "driver",          "idle",         "shards",
-    "pin",        "dpdk-port", "dpdk-ip",         "dpdk-gateway", "dpdk-gateway-mac",
-    "dpdk-mac",   "dpdk-eal",  "dpdk-local-port", "dpdk-mbufs",   "dpdk-huge",
+    "checksum",    "path-mtu",  "driver",          "idle",         "shards",
+    "pin",         "dpdk-port", "dpdk-ip",         "dpdk-gateway", "dpdk-gateway-mac",
+    "dpdk-mac",    "dpdk-eal",  "dpdk-local-port", "dpdk-mbufs",   "dpdk-huge",
     "dpdk-config", "token-key"};
 constexpr std::string_view kServeFlags[] = {"peers", "channels", "protocol", "info"};
 constexpr std::string_view kPingFlags[] = {"count",      "size",        "reliable",

@@ -193,8 +193,7 @@ bool load_config_file(const std::string& path, RelayConfig& config, std::string&
   Reader r(path, error);
   if (!r.only(root, "",
               {"relay", "limits", "overload", "protocol", "security", "rooms", "metrics",
-               "shutdown", "filter", "dpdk", "admin", "log", "kcp",
-               "discovery"})) {
+               "shutdown", "filter", "dpdk", "admin", "log", "kcp", "discovery"})) {
     return false;
   }
   RelayConfig c = config;
@@ -283,12 +282,11 @@ bool load_config_file(const std::string& path, RelayConfig& config, std::string&
   }
 
   if (const toml::table* t = r.section(root, "security")) {
-    if (!r.only(
-            *t, "security",
-            {"verify_before_peer", "half_open_capacity", "half_open_timeout_ms",
-             "connect_rate_per_address", "connect_burst_per_address", "connect_rate_per_prefix",
-             "connect_burst_per_prefix", "policy", "key_file", "key_file_old", "public_address",
-             "bans_file"})) {
+    if (!r.only(*t, "security",
+                {"verify_before_peer", "half_open_capacity", "half_open_timeout_ms",
+                 "connect_rate_per_address", "connect_burst_per_address", "connect_rate_per_prefix",
+                 "connect_burst_per_prefix", "policy", "key_file", "key_file_old", "public_address",
+                 "bans_file"})) {
       return false;
     }
     if (!r.string(*t, "security", "policy", c.security_policy)) return false;

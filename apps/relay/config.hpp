@@ -89,7 +89,7 @@ struct RelayConfig {
   std::uint32_t connect_rate_per_prefix = 0;  // per /24 IPv4, /64 IPv6
   std::uint32_t connect_burst_per_prefix = 64;
   // Bans file: "ADDRESS[/BITS] [SECONDS]" a line (apps/relay/bans.hpp); SIGHUP reloads it.
-  std::string bans_path;          // acks wait this long for a message to ride with
+  std::string bans_path;  // acks wait this long for a message to ride with
   // [security] secure sessions (engine/protocol/WIRE.md, "Secure sessions"): policy plain,
   // optional or required; key_file and, while rotating, key_file_old (tern-token keygen);
   // public_address: the address clients reach the relay at, which tokens list (default: the

@@ -12,8 +12,7 @@ namespace tern::proto {
 // What a connecting hello offers.
 inline std::uint32_t HostCore::Impl::local_features() const {
   return selective_acks_offered() | nodelay_offered() | delivery_modes_offered() |
-         redundancy_offered() | blocks_offered() | cc_offered() |
-         pmtu_offered();
+         redundancy_offered() | blocks_offered() | cc_offered() | pmtu_offered();
 }
 
 // What a hello may name that we take up: what we offer, and what we honour for the other side

@@ -330,9 +330,9 @@ struct HostCounters {
   std::uint64_t tokens_refused = 0;   // expired, forged, unknown key, wrong server, reused
   std::uint64_t sealed_out = 0;       // datagrams sealed
   std::uint64_t opened_in = 0;        // sealed datagrams that authenticated
-  std::size_t half_open = 0;         // entries now
-  std::size_t buffered_bytes = 0;    // incoming data held for reassembly/ordering/delivery
-  std::size_t reassembly_bytes = 0;  // of which incomplete fragment sets
+  std::size_t half_open = 0;          // entries now
+  std::size_t buffered_bytes = 0;     // incoming data held for reassembly/ordering/delivery
+  std::size_t reassembly_bytes = 0;   // of which incomplete fragment sets
   DropCounters drops;
 };
 

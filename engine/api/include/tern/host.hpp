@@ -178,9 +178,9 @@ struct HostStats {
   std::uint64_t blocks_received = 0;      // large blocks delivered here
   std::uint64_t block_slices_sent = 0;    // their slices sent, resends included
   std::uint64_t block_slices_resent = 0;  // of which resends
-  std::uint64_t paced_datagrams = 0;            // datagrams with bulk data sent under the pacer
-  std::uint64_t pacer_waits = 0;                // times the pacer held bulk for a later wake-up
-  std::uint64_t cwnd_limited = 0;               // times congestion control's window held bulk back
+  std::uint64_t paced_datagrams = 0;      // datagrams with bulk data sent under the pacer
+  std::uint64_t pacer_waits = 0;          // times the pacer held bulk for a later wake-up
+  std::uint64_t cwnd_limited = 0;         // times congestion control's window held bulk back
   std::uint64_t duplicates_received = 0;  // messages received again, not delivered (duplicate)
   std::uint64_t dropped = 0;              // sum of drops_by_reason
   std::size_t peers = 0;
