@@ -187,7 +187,7 @@ int run_ping(const PingConfig& config) {
     while (found.load(std::memory_order_acquire) == 0 && std::chrono::steady_clock::now() < until) {
       group.post(0, [&run, &found](rt::Shard& shard) {
         tern::PeerStats st;
-        if (!shard.core().peer_stats(run.peer, st)) {
+        if (!shard.peer_stats(run.peer, st)) {
           found.store(1, std::memory_order_release);
         } else if (!st.path_mtu_searching) {
           found.store(st.mtu, std::memory_order_release);

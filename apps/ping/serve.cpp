@@ -51,7 +51,7 @@ int run_server(const ServeConfig& config) {
     group.set_tick_handler([set, info = config.info](rt::Shard& shard) -> std::uint64_t {
       char& done = (*set)[shard.index()];
       if (done == 0) {
-        shard.core().set_discovery_info(std::as_bytes(std::span(info.data(), info.size())));
+        shard.set_discovery_info(std::as_bytes(std::span(info.data(), info.size())));
         done = 1;
       }
       return ~std::uint64_t{0};

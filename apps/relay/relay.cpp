@@ -763,7 +763,7 @@ void Relay::update_discovery(rt::Shard& s, ShardState& st) {
   t.append("\nmax_players=");
   t.append(number, std::to_chars(number, number + sizeof number, config_.max_peers).ptr);
   t.append("\n").append(config_.discovery_info);
-  s.core().set_discovery_info(std::as_bytes(std::span(t.data(), t.size())));
+  s.set_discovery_info(std::as_bytes(std::span(t.data(), t.size())));
 }
 
 // ---- overload ------------------------------------------------------------------------------

@@ -270,6 +270,8 @@ class Shard {
   }
   PeerState peer_state(PeerHandle peer) const;
   bool peer_stats(PeerHandle peer, PeerStats& out) const;
+  // Offline discovery: what this shard's core answers discovery pings with (copied).
+  void set_discovery_info(std::span<const std::byte> info) { core_.set_discovery_info(info); }
   // The host-level ban list: refuses handshakes from the address or prefix (Shard time). The
   // relay checks it for KCP sessions too, which have no handshake to refuse.
   bool ban(const Endpoint& address, std::uint64_t until_us, unsigned prefix_bits = 128) {
