@@ -361,6 +361,10 @@ struct HostCore::Impl {
   PeerHandle connect(std::uint64_t now_us, const Endpoint& to, std::size_t channel_count,
                      std::uint32_t data);
   // Before return routability (WIRE.md, "Handshake under attack").
+  // The first command of a datagram that names no peer, its checksum checked; false (the
+  // reason counted) when there is none.
+  bool first_stranger_command(std::span<const std::byte> bytes, const DecodedHeader& dh,
+                              CommandDecoder& decoder, Command& cmd);
   void stranger_datagram(const Endpoint& from, const DecodedHeader& dh,
                          std::span<const std::byte> bytes);
   HalfOpen* half_open_set(const Endpoint& from, std::uint16_t peer_id);
@@ -674,6 +678,8 @@ struct HostCore::Impl {
   std::uint32_t pmtu_probe_timeout(const Peer& p) const;
   std::uint64_t pmtu_deadline(const Peer& p) const;
   void pmtu_timers(Peer& p);
+  static bool pmtu_size_of(const Peer& p, const Command& cmd, Arrival& arrival,
+                           std::uint16_t& size);
   Handled handle_mtu_probe(Peer& p, const Command& cmd, Arrival& arrival);
   Handled handle_mtu_probe_ack(Peer& p, const Command& cmd, Arrival& arrival);
   void pmtu_after_timeouts(Peer& p);
