@@ -345,6 +345,10 @@ void flood_tick(Lane& lane, std::uint64_t now) {
   const std::uint64_t cap = c.flood_rate * kFloodCatchUpNs / 1'000'000'000 + kFloodBatch;
   std::uint64_t want = std::min(due - lane.flood_due, cap);
   lane.flood_due = due;
+  // DPDK: no more than the transmit backlog can still hold, so the clients' own frames are
+  // never dropped for the flood's; the flood's excess is simply not sent.
+  if (lane.flood_driver != nullptr)
+    want = std::min<std::uint64_t>(want, lane.flood_driver->tx_room());
   std::uint64_t sent = 0;
   while (want > 0) {
     const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(want, kFloodBatch));
