@@ -3,7 +3,7 @@
 alone at a fixed rate against one shard on the socket, io_uring and DPDK memif drivers.
 
     perf/flood_cost.py [--build build-release] [--runs 3] [--drivers socket,uring,memif]
-                       [--rate 50000] [--seconds 5] [--out FILE]
+                       [--rate 100000] [--seconds 5] [--out FILE]
 
 Per driver and run: a fresh tern-relay (1 shard, pinned to CPU 0, sleeping when idle: memif
 too, at most 50 µs at a time) and tern-loadgen on CPU 1 with one idle client and
@@ -18,8 +18,8 @@ relay's /metrics are read just before the flood and just after it; over that win
   Beside it the shard's busy time per datagram (tern_relay_busy_seconds_total: its poll
   iterations less those that found nothing), which counts any time the relay's thread was
   preempted inside an iteration: on a shared machine read the CPU column;
-- datagrams per second per core: 1e9 / (CPU ns per datagram): what one core could take at
-  full load by this measure;
+- datagrams per second per core: 1e9 / (ns per datagram), by either measure: what one core
+  could take at full load;
 - the rate the relay handled, its answers per datagram (VERIFY_CONNECTs, datagrams_out), and
   what the kernel dropped before the relay read it (rx_kernel_dropped, kernel drivers).
 
@@ -158,11 +158,13 @@ def one_run(build, driver, a):
          "cpu_ns_per_datagram": round(cpu * 1e9 / dgrams, 1) if dgrams else None}
     r["per_core_per_s"] = (round(1e9 / r["cpu_ns_per_datagram"])
                            if r["cpu_ns_per_datagram"] and r["cpu_ns_per_datagram"] > 0 else None)
+    r["per_core_per_s_busy"] = (round(1e9 / r["busy_ns_per_datagram"])
+                                if r["busy_ns_per_datagram"] else None)
     return r
 
 
 KEYS = ["flood_rate", "handled_per_s", "idle_cpu", "cpu_ns_per_datagram", "busy_ns_per_datagram",
-        "per_core_per_s", "answers_per_datagram", "kernel_dropped"]
+        "per_core_per_s", "per_core_per_s_busy", "answers_per_datagram", "kernel_dropped"]
 
 
 def main():
@@ -170,7 +172,7 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build-release"))
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--drivers", default="socket,uring,memif")
-    ap.add_argument("--rate", type=int, default=50000)
+    ap.add_argument("--rate", type=int, default=100000)
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--out", default=os.path.join(HERE, "results", "flood_cost.json"))
     a = ap.parse_args()
@@ -192,12 +194,13 @@ def main():
     print(f"\nflood cost: {a.rate} forged CONNECTs/s for {a.seconds} s, flood alone, tern-relay "
           f"1 shard on CPU 0; medians of {a.runs} run(s)")
     cols = [("driver", 8), ("relay got", 10), ("flood/s", 8), ("handled/s", 10),
-            ("idle cpu", 9), ("cpu ns/dgram", 13), ("busy ns/dgram", 14), ("dgrams/s/core", 14),
-            ("answers/dgram", 14), ("kernel drops", 13)]
+            ("idle cpu", 9), ("cpu ns/dgram", 13), ("busy ns/dgram", 14), ("/s/core cpu", 12),
+            ("/s/core busy", 13), ("answers/dgram", 14), ("kernel drops", 13)]
     print(" ".join(h.rjust(w) for h, w in cols))
     for n, s in summary.items():
         vals = [n, s["relay_driver"], s["flood_rate"], s["handled_per_s"], s["idle_cpu"],
                 s["cpu_ns_per_datagram"], s["busy_ns_per_datagram"], s["per_core_per_s"],
+                s["per_core_per_s_busy"],
                 s["answers_per_datagram"], s["kernel_dropped"]]
         print(" ".join((f"{v:.0f}" if isinstance(v, float) and abs(v) >= 10 else
                         f"{v:.3f}" if isinstance(v, float) else "-" if v is None else str(v))
