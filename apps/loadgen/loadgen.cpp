@@ -65,13 +65,13 @@ constexpr std::array<std::byte, 1> kProbe{std::byte{0}};
 // for every copy and there are 7,000 of them at 1,000 clients in rooms of 8, so a track of two
 // or three lines (1,024 bits) cost a cache miss per copy that this one mostly avoids.
 constexpr std::size_t kWindowWords = 7;
+constexpr std::size_t kWindowBits = kWindowWords * 64;
 // --flood-rate: a libenet 1.3 client's first datagram (header, CONNECT), sent in batches of
-// kFloodBatch from lane 0's shard, at most kFloodTickCap ticks' worth at once after a stall.
+// kFloodBatch from lane 0's shard, at most kFloodCatchUpNs' worth at once after a stall.
 constexpr std::size_t kConnectSize = 52;
 constexpr std::size_t kRawHeaders = 28;  // IPv4 (no options) + UDP, for the raw socket
 constexpr std::size_t kFloodBatch = 32;
 constexpr std::uint64_t kFloodCatchUpNs = 20'000'000;
-constexpr std::size_t kWindowBits = kWindowWords * 64;
 
 std::uint64_t now_ns() {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -194,10 +194,9 @@ struct alignas(64) Lane {
   // data it gave (tern-relay: 1 shutdown, 2 slow consumer, 3 message too large, ...).
   std::array<std::atomic<std::uint32_t>, kReasonSlots> lost_by_reason{};
   std::array<std::atomic<std::uint32_t>, kRemoteDataSlots> lost_by_remote_data{};
-  // --late-clients on this lane: connect times (µs; main reads them once the shards stopped),
-  // how many connected, and connections lost after connecting.
+  // --late-clients on this lane: connect times (µs; main reads them once the shards stopped)
+  // and connections lost after connecting.
   std::vector<std::uint32_t> late_connect_us;
-  std::atomic<std::uint32_t> late_connected{0};
   std::atomic<std::uint32_t> late_dropped{0};
   // --flood-rate (lane 0 only): the raw socket (kernel drivers) or the DPDK driver it sends
   // on, CONNECTs due so far, and those the socket or queue took.
@@ -495,7 +494,6 @@ void on_event(Lane& lane, rt::Shard& shard, tern::Event& ev) {
         const std::uint64_t t = now_ns();
         lane.late_connect_us.push_back(static_cast<std::uint32_t>(
             std::min<std::uint64_t>((t - client.connect_start_ns) / 1000, 0xffffffffu)));
-        bump(lane.late_connected);
         break;
       }
       bump(lane.connected);
