@@ -20,9 +20,13 @@ libenet clients (127.88.0.x) at once and times each connect (10 s limit).
 Figures per run: the relay's CPU (share of a core) before and during the flood; established
 p99 without the flood (the median of the per-second p99s before
 it) and with it (the median over the flood's seconds but its first); the new clients' connect
-times (p50, max) and how many failed; peer slots held by flood sources (tern-relay: peers
-promoted minus legitimate connects, from /metrics; libenet: slots in use but not connected,
-from enet-relay's SIGUSR1 status line in the middle of the flood); bytes the flood sources
+times (p50, max) and how many failed; for tern-relay, new clients connected on their side
+that the relay never promoted ("unknown": legitimate connects minus peers promoted, from
+/metrics; seen when the relay reads far behind the flood, most likely their half-open entry
+pushed out of the full table by the flood's before their acknowledgement was read); peer
+slots held by flood sources (tern-relay: peers promoted minus legitimate connects, at least 0,
+so one would hide an "unknown"; libenet: slots in use but not connected, from enet-relay's
+SIGUSR1 status line in the middle of the flood); bytes the flood sources
 received per byte they sent (read back on their sockets: both relays measured the same way;
 tern-relay's own unverified_bytes_out/in counters beside it); the flood rate reached; the
 established clients' losses and disconnects. Summary: medians over the runs.
@@ -245,7 +249,8 @@ def one_run_loadgen(build, name, a):
         "new_p50_ms": res.get("late_p50_ms"), "new_max_ms": res.get("late_max_ms"),
         "flood_sent": res.get("flood_sent"), "flood_rate": res.get("flood_rate"),
         "flood_bytes_out_per_in": None,  # the load generator does not read the answers back
-        "flood_slots": int(promoted - a.clients - res.get("late_connected", 0)),
+        "flood_slots": max(0, int(promoted - a.clients - res.get("late_connected", 0))),
+        "new_unknown": max(0, int(a.clients + res.get("late_connected", 0) - promoted)),
         "unverified_out_per_in": round(d.get("tern_relay_unverified_bytes_out_total", 0) /
                                        max(1, d.get("tern_relay_unverified_bytes_in_total", 0)),
                                        3),
@@ -368,7 +373,8 @@ def one_run(build, name, a):
     if metrics:
         d = {k: after.get(k, 0) - before.get(k, 0) for k in after}
         promoted = after.get("tern_relay_peers_promoted_total", 0)
-        r["flood_slots"] = int(promoted - a.clients - r["new_connected"])
+        r["flood_slots"] = max(0, int(promoted - a.clients - r["new_connected"]))
+        r["new_unknown"] = max(0, int(a.clients + r["new_connected"] - promoted))
         r["unverified_out_per_in"] = round(d.get("tern_relay_unverified_bytes_out_total", 0) /
                                            max(1, d.get("tern_relay_unverified_bytes_in_total",
                                                         0)), 3)
@@ -385,7 +391,7 @@ def median_of(runs, key):
 
 KEYS = ["relay_cpu_without", "relay_cpu_with", "relay_busy_without", "relay_busy_with",
         "p99_ms_without", "p99_ms_with", "p99_ratio", "new_connected", "new_failed", "new_p50_ms",
-        "new_max_ms", "flood_slots", "flood_bytes_out_per_in", "unverified_out_per_in",
+        "new_max_ms", "new_unknown", "flood_slots", "flood_bytes_out_per_in", "unverified_out_per_in",
         "flood_rate", "established_lost", "established_dropped"]
 
 
@@ -439,14 +445,14 @@ def main():
           f"tern-loadgen), {a.new_clients} new clients (libenet; Tern's ENet clients in "
           f"tern-loadgen rows); medians of {a.runs} run(s)")
     cols = [("relay", 14), ("p99 no flood", 13), ("p99 flood", 10), ("ratio", 6),
-            ("new ok", 7), ("new p50", 8), ("new max", 8), ("flood slots", 12),
+            ("new ok", 9), ("new p50", 8), ("new max", 8), ("unknown", 8), ("flood slots", 12),
             ("out/in", 7), ("ctr out/in", 11), ("flood/s", 8), ("lost", 6), ("dropped", 8),
             ("cpu", 5), ("cpu flood", 10), ("busy", 5), ("busy flood", 11)]
     print(" ".join(h.rjust(w) for h, w in cols))
     for n, s in summary.items():
         vals = [n, s["p99_ms_without"], s["p99_ms_with"], s["p99_ratio"],
                 f'{s["new_connected"]}/{a.new_clients}', s["new_p50_ms"], s["new_max_ms"],
-                s["flood_slots"], s["flood_bytes_out_per_in"], s["unverified_out_per_in"],
+                s["new_unknown"], s["flood_slots"], s["flood_bytes_out_per_in"], s["unverified_out_per_in"],
                 s["flood_rate"], s["established_lost"], s["established_dropped"],
                 s["relay_cpu_without"], s["relay_cpu_with"], s["relay_busy_without"],
                 s["relay_busy_with"]]
