@@ -296,8 +296,9 @@ void Shard::poll_once(Driver& driver) {
   driver.set_time(now_);
   bool delivered = false;
   const bool received = receive(delivered) != 0;  // 1, 4-6: rx_burst → on_datagram → callback
-  // Only a receive that may have left datagrams behind keeps the shard awake: after one that
-  // showed the socket empty, the sleep's own readiness check is the next look at it.
+  // Only a receive that may have left datagrams behind, or found them dense, keeps the shard
+  // awake: after the one or two an idle wake-up finds, the sleep's own readiness check is the
+  // next look at the socket.
   bool busy = io_->rx_more() || (kcp_io_ && kcp_io_->rx_more());
   delivered = deliver_events() || delivered;  // events of timers and sends outside a burst
   drain_posted();                             // 7: work from other threads
