@@ -279,6 +279,10 @@ struct HostCounters {
   std::uint64_t block_slices_sent = 0;
   std::uint64_t block_slices_resent = 0;
   std::uint64_t block_acks_out = 0;
+  // Large blocks we sent that the peer refused as above its cap (an event each), and peers
+  // timed out for acknowledging none of our slices for timeout_maximum.
+  std::uint64_t blocks_refused = 0;
+  std::uint64_t block_timeouts = 0;
   // Congestion control: datagrams that carried bulk reliable data under the pacer, times the
   // pacer held bulk back until a later wake-up, and times the window held it back.
   std::uint64_t paced_datagrams = 0;
