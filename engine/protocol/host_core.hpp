@@ -163,9 +163,12 @@ struct HostConfig {
   // peers that agreed, a block goes as slices sized to the MTU, paced, acknowledged by a
   // 256-slice bitfield and resent until all arrived; one block in flight per channel each way.
   // A receiver holds at most max_block_size bytes of blocks in progress per peer (a slice
-  // naming a larger block, or one past it, is dropped), each buffer taken when the block's
-  // first slice arrives. block_rate: the sender's pace in bytes/s (0: 256 slices per round
-  // trip, what the ack bitfield covers).
+  // naming a larger block, or one past it, is dropped; a larger block's sender is told the
+  // cap with block_refused and its block ends with EventType::block_refused), each buffer
+  // taken when the block's first slice arrives. block_rate: the sender's pace in bytes/s (0:
+  // congestion control's pacing rate and window where agreed, else 256 slices per round
+  // trip, what the ack bitfield covers). A peer that acknowledges no slice of ours for
+  // timeout_maximum is timed out.
   bool blocks = true;
   std::uint32_t max_block_size = 64u << 20;
   std::uint32_t block_rate = 0;
