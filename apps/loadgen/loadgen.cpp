@@ -532,7 +532,8 @@ void on_event(Lane& lane, rt::Shard& shard, tern::Event& ev) {
       }
       break;
     case tern::EventType::none:
-    case tern::EventType::receipt: break;  // never asked for here
+    case tern::EventType::receipt:               // never asked for here
+    case tern::EventType::block_refused: break;  // no block sent here
   }
 }
 

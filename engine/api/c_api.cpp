@@ -141,6 +141,7 @@ void to_c(tern_host& h, tern::Event& ev, tern_event& out) {
 static_assert(static_cast<int>(tern::EventType::receive) == TERN_EVENT_RECEIVE);
 static_assert(static_cast<int>(tern::EventType::disconnect) == TERN_EVENT_DISCONNECT);
 static_assert(static_cast<int>(tern::EventType::receipt) == TERN_EVENT_RECEIPT);
+static_assert(static_cast<int>(tern::EventType::block_refused) == TERN_EVENT_BLOCK_REFUSED);
 static_assert(static_cast<int>(tern::DisconnectReason::evicted) == TERN_REASON_EVICTED);
 static_assert(static_cast<int>(tern::PeerState::zombie) == TERN_PEER_ZOMBIE);
 

@@ -568,7 +568,7 @@ struct HostCore::Impl {
   void after_acks(Peer& p);
   void on_retransmission_timeouts(Peer& p, PeerQueues& q, std::uint64_t first_sent_ms);
   std::uint64_t extension_deadline(const Peer& p) const;
-  void extension_timers(Peer& p);
+  bool extension_timers(Peer& p);
   std::size_t extension_datagrams(Peer& p, std::span<OutDatagram> out);
   std::uint32_t extension_send_window(const PeerQueues& q) const;
   void extension_extras(Peer& p, Build& b);
@@ -640,6 +640,12 @@ struct HostCore::Impl {
   std::uint64_t blocks_deadline(const Peer& p) const;
   Handled handle_block_slice(Peer& p, const Command& cmd, Arrival& arrival);
   Handled handle_block_ack(Peer& p, const Command& cmd, Arrival& arrival);
+  Handled handle_block_refused(Peer& p, const Command& cmd, Arrival& arrival);
+  std::uint32_t block_cap() const;
+  void owe_block_refusal(Peer& p, std::uint8_t channel, std::uint16_t id);
+  void write_block_refusals(Peer& p, Build& b);
+  std::uint32_t block_pipe(const Peer& p, std::uint64_t& expires_ms) const;
+  bool blocks_timers(Peer& p);
   void blocks_release(Peer& p);
 
   // ---- congestion_window.cpp: extension: after a stall, one MTU in transit, regrown --------
@@ -651,6 +657,7 @@ struct HostCore::Impl {
   static bool cc_on(const Peer& p);
   static CongestionState* cc_model(const Peer& p);
   CongestionState& cc_start(Peer& p);
+  CongestionState& cc_ready(Peer& p);
   std::uint32_t cc_offered() const;
   std::uint32_t cc_agreed(const Peer& p) const;
   void cc_on_agreed(Peer& p, std::uint32_t agreed);

@@ -820,6 +820,27 @@ TEST_F(Attack, ForgedBlockSlicesAndAcks) {
                   .command(ext_command(proto::TernExtKind::block_ack, 1, ack.size()), ack)
                   .bytes(),
               "short ack", tern_attacker.address);
+  // Forged refusals of the server's block: for another block ID (late, ignored), of another
+  // length, or naming a cap the block fits in. The block stays in flight, no event comes.
+  auto refusal = [&](std::uint16_t id, std::uint32_t cap, std::size_t length) {
+    std::vector<std::byte> r(length);
+    proto::Writer w(r);
+    w.u16(id);
+    w.u16(0);
+    w.u32(cap);
+    return Datagram(header_of(*tern_header))
+        .command(ext_command(proto::TernExtKind::block_refused, 1, r.size()), r)
+        .bytes();
+  };
+  expect_drop(Drop::unexpected_ack, refusal(7, 1000, proto::kBlockRefusedData),
+              "refusal of another block", tern_attacker.address);
+  expect_drop(Drop::block_malformed, refusal(0, 8 * kMiB, proto::kBlockRefusedData),
+              "refusal naming a cap the block fits in", tern_attacker.address);
+  expect_drop(Drop::block_malformed, refusal(0, 1000, proto::kBlockRefusedData + 4), "long refusal",
+              tern_attacker.address);
+  EXPECT_TRUE(server_->core->block_in_flight(conn->server, 1));
+  EXPECT_EQ(server_->count(EventType::block_refused, conn->server), 0u);
+  EXPECT_EQ(server_->core->counters().blocks_refused, 0u);
   EXPECT_EQ(server_->count(EventType::receive, conn->server), 0u);
   // The incomplete block's buffer goes back with the connection.
   server_->core->disconnect_now(conn->server, 0);
@@ -843,6 +864,13 @@ TEST_F(Attack, BlockCommandsFromAPeerThatDidNotAgree) {
                   .command(ext_command(proto::TernExtKind::block_ack, 1, ack.size()), ack)
                   .bytes(),
               "block_ack");
+  std::vector<std::byte> refused(proto::kBlockRefusedData);
+  expect_drop(
+      Drop::extension_not_agreed,
+      Datagram(header())
+          .command(ext_command(proto::TernExtKind::block_refused, 1, refused.size()), refused)
+          .bytes(),
+      "block_refused");
   expect_unharmed();
 }
 
