@@ -660,8 +660,9 @@ struct KcpCore::Impl {
       }
       deliver(s, total);
       any = true;
+      // Room in `pending` again: what waited in rcv_buf behind a full one moves up.
+      if (s.complete == 0) pull_in_order(s);
     }
-    if (any) pull_in_order(s);
     if (any && announce_window) {
       s.probe |= kAskTell;
       mark_dirty(s);
