@@ -22,6 +22,13 @@
 // keep up (its backlog reaches limits.member_backlog, or it keeps its room held for
 // overload.slow_member_ms) is disconnected with data kSlowConsumer. Unreliable copies are shed
 // first: past half a member's backlog, or over the rate limits.
+//
+// KCP members (apps/relay/README.md) cannot be left unacknowledged: KCP acknowledges what
+// arrives in its window. They are held (overload, rate, bandwidth) through that window instead
+// (KcpCore::hold, KcpConfig::intake_rate): their messages wait acknowledged and in order, never
+// dropped, while the window they advertise closes on their sender. A KCP message the relay
+// cannot relay (no room yet, over message_size) ends its session, and a session the relay ends
+// stays refused by the KCP core, so its client's later messages are not acknowledged either.
 #pragma once
 
 #include "bans.hpp"
