@@ -14,8 +14,8 @@ package main
 import (
 	"bufio"
 	"encoding/binary"
-	"fmt"
 	"flag"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
