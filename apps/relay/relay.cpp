@@ -393,9 +393,9 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
       m = Member{};
       m.peer = ev.peer;
       m.address = ev.address;
-      // A handshake already under way when the ban came.
       // Refused members are `leaving`: a KCP session's messages of the same burst, already
       // acknowledged, follow this event and must not join a room.
+      // A handshake already under way when the ban came.
       if (s.banned(ev.address)) {
         drop(RelayDrop::banned);
         m.leaving = true;
