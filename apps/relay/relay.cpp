@@ -270,9 +270,14 @@ Relay::Relay(const RelayConfig& config)
           o.kcp.send_fec = config.kcp_fec;
           o.kcp.fec_data_shards = config.kcp_fec_data_shards;
           o.kcp.fec_parity_shards = config.kcp_fec_parity_shards;
-          // Copies wait in a member's send queue up to member_backlog (the relay's own check);
-          // this only has to be above it in segments of any size.
+          // Copies wait in a member's send queue up to member_backlog, as for ENet members
+          // (max_queued); the segment cap only has to be above it in segments of any size.
+          o.kcp.max_queued_bytes = config.member_backlog;
           o.kcp.max_queued_segments = 1u << 20;
+          // Metered through the session's window: over them, messages wait acknowledged and
+          // in order, and the window the session advertises closes on its sender.
+          o.kcp.intake_rate = config.max_message_rate;
+          o.kcp.intake_bandwidth = config.max_peer_bandwidth;
         }
         return o;
       }()) {
@@ -388,15 +393,19 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
       m = Member{};
       m.peer = ev.peer;
       m.address = ev.address;
+      // Refused members are `leaving`: a KCP session's messages of the same burst, already
+      // acknowledged, follow this event and must not join a room.
       // A handshake already under way when the ban came.
       if (s.banned(ev.address)) {
         drop(RelayDrop::banned);
+        m.leaving = true;
         s.disconnect(ev.peer, kBanned);
         return;
       }
       if (peers_.fetch_add(1, std::memory_order_relaxed) >= config_.max_peers) {
         peers_.fetch_sub(1, std::memory_order_relaxed);
         drop(RelayDrop::peer_limit);
+        m.leaving = true;
         s.disconnect(ev.peer, kRefusedPeerLimit);
         return;
       }
@@ -429,7 +438,7 @@ void Relay::on_event(rt::Shard& s, Event& ev) {
       if (m != nullptr && rt::Shard::is_kcp(ev.peer)) {
         if (m->room == 0 && !m->leaving && config_.kcp_room_rule == "join") {
           const std::optional<std::uint32_t> room_id = parse_join(ev.payload());
-          if (!room_id) return drop(RelayDrop::no_room);
+          if (!room_id) return relay_message(s, ev, m);  // no_room: ends the session
           join_room(s, *m, *room_id);
           return;
         }
@@ -504,7 +513,13 @@ void Relay::relay_message(rt::Shard& s, Event& ev, Member* m) {
   RelayShardStats& stats = *stats_[s.index()];
   auto drop = [&](RelayDrop d) { stats.drops.add(d); };
   const std::size_t me = s.index();
-  if (m == nullptr || m->room == 0) return drop(RelayDrop::no_room);
+  if (m == nullptr || m->room == 0) {
+    drop(RelayDrop::no_room);
+    // KCP acknowledged it already: relayed to no one, the session must not stay as if it had
+    // been (a refused one is `leaving` already).
+    if (m != nullptr && rt::Shard::is_kcp(ev.peer)) drop_member(s, *m, kNotJoined);
+    return;
+  }
   const bool reliable = is_reliable(ev.delivery);
   if (ev.packet.size() > config_.max_message_size) {
     drop(RelayDrop::too_large);
@@ -1013,187 +1028,202 @@ std::uint64_t Relay::copies_out() const {
 
 std::uint64_t Relay::rooms() const { return stats_.empty() ? 0 : stats_[0]->rooms.load(); }
 
+namespace {
+
+// One per-shard family of /metrics: where each shard's value comes from, one of a shard
+// counter, a relay counter or a value derived from the shard counters.
+struct ShardMetric {
+  const char* name;
+  const char* type;
+  const char* help;
+  std::uint64_t rt::ShardCounters::*shard = nullptr;
+  std::atomic<std::uint64_t> RelayShardStats::*relay = nullptr;
+  double (*derived)(const rt::ShardCounters&) = nullptr;
+};
+
+using SC = rt::ShardCounters;
+using RS = RelayShardStats;
+
+double busy_seconds(const SC& c) {
+  return static_cast<double>(c.loop_time_us - std::min(c.loop_time_us, c.idle_poll_us)) / 1e6;
+}
+
+// Before tern_relay_rooms: the connections, then the KCP port's own counters ([kcp] only).
+// The families without "kcp" in their names are the ENet port's, except the relay's (messages,
+// copies, drops, members), which count both.
+const ShardMetric kPeerMetrics[] = {
+    {"tern_relay_peers", "gauge", "Connections the shard's protocol core holds.", &SC::peers},
+};
+const ShardMetric kKcpMetrics[] = {
+    {"tern_relay_kcp_sessions", "gauge", "KCP sessions the shard's KCP core holds.",
+     &SC::kcp_sessions},
+    {"tern_relay_kcp_datagrams_in_total", "counter", "UDP datagrams received on the KCP port.",
+     &SC::kcp_datagrams_in},
+    {"tern_relay_kcp_datagrams_out_total", "counter", "UDP datagrams sent from the KCP port.",
+     &SC::kcp_datagrams_out},
+    {"tern_relay_kcp_bytes_in_total", "counter", "UDP payload bytes received on the KCP port.",
+     &SC::kcp_bytes_in},
+    {"tern_relay_kcp_bytes_out_total", "counter", "UDP payload bytes sent from the KCP port.",
+     &SC::kcp_bytes_out},
+    {"tern_relay_kcp_messages_in_total", "counter", "Messages KCP members sent (joins included).",
+     &SC::kcp_messages_in},
+    {"tern_relay_kcp_messages_out_total", "counter", "Messages queued to KCP members.",
+     &SC::kcp_messages_out},
+    {"tern_relay_kcp_connects_total", "counter", "KCP sessions opened.", &SC::kcp_connects},
+    {"tern_relay_kcp_timeouts_total", "counter",
+     "KCP sessions ended by a dead link or idle timeout.", &SC::kcp_timeouts},
+    {"tern_relay_kcp_retransmits_total", "counter",
+     "KCP segments sent again (timeout or fast resend).", &SC::kcp_retransmits},
+    {"tern_relay_kcp_protocol_drops_total", "counter",
+     "KCP datagrams and segments refused (malformed, wrong conv, window, limits).", &SC::kcp_drops},
+    {"tern_relay_kcp_refused_total", "counter",
+     "KCP segments of sessions the relay ended, dropped unacknowledged (in protocol drops too).",
+     &SC::kcp_refused},
+    {"tern_relay_kcp_intake_waits_total", "counter",
+     "KCP messages held in the session's window for limits.message_rate or peer_bandwidth.",
+     &SC::kcp_intake_waits},
+};
+// After tern_relay_rooms.
+const ShardMetric kShardMetrics[] = {
+    {"tern_relay_datagrams_in_total", "counter", "UDP datagrams received.", &SC::datagrams_in},
+    {"tern_relay_datagrams_out_total", "counter", "UDP datagrams sent.", &SC::datagrams_out},
+    {"tern_relay_bytes_in_total", "counter", "UDP payload bytes received.", &SC::bytes_in},
+    {"tern_relay_bytes_out_total", "counter", "UDP payload bytes sent.", &SC::bytes_out},
+    {"tern_relay_commands_in_total", "counter",
+     "ENet commands decoded (messages, acknowledgements, pings...).", &SC::commands_in},
+    {"tern_relay_acks_out_total", "counter",
+     "Acknowledgement commands sent (a selective-ack range counts once).", &SC::acks_out},
+    {"tern_relay_messages_in_total", "counter", "Messages accepted from members.", nullptr,
+     &RS::messages_in},
+    {"tern_relay_messages_relayed_total", "counter", "Copies forwarded to members.", nullptr,
+     &RS::copies_out},
+    {"tern_relay_protocol_drops_total", "counter",
+     "Datagrams and commands the protocol core refused (malformed, unknown peer, caps).",
+     &SC::drops},
+    {"tern_relay_busy_seconds_total", "counter",
+     "Time the shard spent working: its poll iterations less those that found nothing.", nullptr,
+     nullptr, busy_seconds},
+    {"tern_relay_retransmits_total", "counter",
+     "Reliable commands sent again: lost on the way, or queueing delay beyond the RTO.",
+     &SC::retransmits},
+    {"tern_relay_fast_retransmits_total", "counter",
+     "Reliable commands found lost because later ones were acknowledged (resent before "
+     "their timeout).",
+     &SC::fast_retransmits},
+    {"tern_relay_discovery_pings_total", "counter",
+     "Discovery pings received ([discovery]), answered or not.", &SC::discovery_pings_in},
+    {"tern_relay_discovery_answers_total", "counter",
+     "Discovery pings answered (never with more bytes than the ping).", &SC::discovery_pongs_out},
+    {"tern_relay_discovery_refused_total", "counter",
+     "Discovery pings not answered: discovery off, banned, over a rate, queue full.",
+     &SC::discovery_refused},
+    {"tern_relay_half_open", "gauge", "Half-open handshakes held now (gauge).", &SC::half_open},
+    {"tern_relay_half_open_created_total", "counter",
+     "CONNECTs from unknown sources given a half-open entry.", &SC::half_open_created},
+    {"tern_relay_half_open_evicted_total", "counter", "Half-open entries pushed out by newer ones.",
+     &SC::half_open_evicted},
+    {"tern_relay_cookies_sent_total", "counter", "VERIFY_CONNECTs sent to unverified sources.",
+     &SC::cookies_sent},
+    {"tern_relay_connects_rate_limited_total", "counter",
+     "CONNECTs over [security] connect_rate_per_address or _per_prefix, unanswered.",
+     &SC::connects_rate_limited},
+    {"tern_relay_connects_banned_total", "counter",
+     "Handshake datagrams from banned addresses or prefixes, unanswered.", &SC::connects_banned},
+    {"tern_relay_bans_displaced_total", "counter",
+     "Running bans a full set of the ban table let go of for a new one.", nullptr,
+     &RS::bans_displaced},
+    {"tern_relay_cookies_invalid_total", "counter",
+     "Acks of a VERIFY_CONNECT with the wrong cookie.", &SC::cookies_invalid},
+    {"tern_relay_cookies_expired_total", "counter", "Datagrams for a handshake past its timeout.",
+     &SC::cookies_expired},
+    {"tern_relay_amplification_capped_total", "counter",
+     "Replies not sent: more than the unverified source sent.", &SC::amplification_capped},
+    {"tern_relay_peers_promoted_total", "counter", "Handshakes acknowledged: peers made.",
+     &SC::peers_promoted},
+    {"tern_relay_unverified_bytes_in_total", "counter", "Bytes from sources not yet verified.",
+     &SC::unverified_bytes_in},
+    {"tern_relay_unverified_bytes_out_total", "counter", "Bytes sent to them.",
+     &SC::unverified_bytes_out},
+    {"tern_relay_peer_timeouts_total", "counter",
+     "Clients disconnected because they stopped acknowledging.", &SC::timeouts},
+    {"tern_relay_control_held_total", "counter",
+     "Joins, leaves and bans a full cross-shard ring refused; held and sent in order.", nullptr,
+     &RS::control_held},
+    {"tern_relay_reliable_queued_total", "counter",
+     "Reliable copies a full cross-shard ring refused; held and sent in order.", nullptr,
+     &RS::reliable_queued},
+    {"tern_relay_overflow", "gauge", "Messages waiting for room in the rings to other shards.",
+     nullptr, &RS::overflow},
+    {"tern_relay_overflow_high_water", "gauge",
+     "The most messages that ever waited for the rings to other shards.", nullptr,
+     &RS::overflow_high_water},
+    {"tern_relay_backlog_high_water_bytes", "gauge",
+     "The deepest member backlog (queued, in flight, unacknowledged) seen after a fan-out.",
+     nullptr, &RS::backlog_high_water},
+    {"tern_relay_holds_total", "counter",
+     "Times a member's new reliable messages were held unacknowledged (back-pressure).", nullptr,
+     &RS::holds},
+    {"tern_relay_over_limit_refused_total", "counter",
+     "Reliable messages over limits.message_rate or peer_bandwidth, left unacknowledged "
+     "(the sender resends them).",
+     &SC::over_limit_refused},
+    {"tern_relay_over_limit_dropped_total", "counter",
+     "Unreliable messages over limits.message_rate or peer_bandwidth, dropped.",
+     &SC::over_limit_dropped},
+    {"tern_relay_senders_held", "gauge", "Members whose intake is held now.", nullptr, &RS::held},
+    {"tern_relay_rooms_held", "gauge",
+     "Rooms whose members are held now (a backlog here or on another shard).", nullptr,
+     &RS::rooms_held},
+    {"tern_relay_slow_consumers_total", "counter",
+     "Members disconnected because they could not keep up (disconnect data 2).", nullptr,
+     &RS::slow_consumers},
+    {"tern_relay_abusive_total", "counter",
+     "Members disconnected for a reliable message over limits.message_size (data 3).", nullptr,
+     &RS::abusive},
+    {"tern_relay_rx_kernel_dropped_total", "counter",
+     "Datagrams the kernel dropped because the shard's socket receive buffer was full "
+     "(relay.receive_buffer): the relay fell behind its input.",
+     &SC::rx_kernel_dropped},
+    {"tern_relay_tx_dropped_total", "counter",
+     "Datagrams the driver could not send (full transmit queue, unresolved next hop).",
+     &SC::tx_dropped},
+    {"tern_relay_tx_waits_total", "counter",
+     "Flushes put off because the transmit queue was full (DPDK): delay, not loss.", &SC::tx_waits},
+    {"tern_relay_tx_backlog", "gauge",
+     "Datagrams held for a full transmit queue (DPDK), sent before new ones.", &SC::tx_backlog},
+};
+
+}  // namespace
+
 std::string Relay::metrics_text() const {
   std::ostringstream o;
   const std::size_t n = group_.size();
   auto family = [&](const char* name, const char* type, const char* help) {
     o << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
   };
-  auto per_shard = [&](const char* name, const char* type, const char* help, auto value) {
-    family(name, type, help);
-    for (std::size_t i = 0; i < n; ++i) o << name << "{shard=\"" << i << "\"} " << value(i) << '\n';
+  std::vector<rt::ShardCounters> counters(n);
+  for (std::size_t i = 0; i < n; ++i) counters[i] = group_.counters(i);
+  auto per_shard = [&](std::span<const ShardMetric> table) {
+    for (const ShardMetric& m : table) {
+      family(m.name, m.type, m.help);
+      for (std::size_t i = 0; i < n; ++i) {
+        o << m.name << "{shard=\"" << i << "\"} ";
+        if (m.shard != nullptr) {
+          o << counters[i].*m.shard;
+        } else if (m.relay != nullptr) {
+          o << ((*stats_[i]).*m.relay).load();
+        } else {
+          o << m.derived(counters[i]);
+        }
+        o << '\n';
+      }
+    }
   };
-  per_shard("tern_relay_peers", "gauge", "Connections the shard's protocol core holds.",
-            [&](std::size_t i) { return group_.counters(i).peers; });
-  if (config_.kcp) {
-    // The KCP port's own counters; the families above and below without "kcp" in their names
-    // are the ENet port's, except the relay's (messages, copies, drops, members), which
-    // count both.
-    per_shard("tern_relay_kcp_sessions", "gauge", "KCP sessions the shard's KCP core holds.",
-              [&](std::size_t i) { return group_.counters(i).kcp_sessions; });
-    per_shard("tern_relay_kcp_datagrams_in_total", "counter",
-              "UDP datagrams received on the KCP port.",
-              [&](std::size_t i) { return group_.counters(i).kcp_datagrams_in; });
-    per_shard("tern_relay_kcp_datagrams_out_total", "counter",
-              "UDP datagrams sent from the KCP port.",
-              [&](std::size_t i) { return group_.counters(i).kcp_datagrams_out; });
-    per_shard("tern_relay_kcp_bytes_in_total", "counter",
-              "UDP payload bytes received on the KCP port.",
-              [&](std::size_t i) { return group_.counters(i).kcp_bytes_in; });
-    per_shard("tern_relay_kcp_bytes_out_total", "counter",
-              "UDP payload bytes sent from the KCP port.",
-              [&](std::size_t i) { return group_.counters(i).kcp_bytes_out; });
-    per_shard("tern_relay_kcp_messages_in_total", "counter",
-              "Messages KCP members sent (joins included).",
-              [&](std::size_t i) { return group_.counters(i).kcp_messages_in; });
-    per_shard("tern_relay_kcp_messages_out_total", "counter", "Messages queued to KCP members.",
-              [&](std::size_t i) { return group_.counters(i).kcp_messages_out; });
-    per_shard("tern_relay_kcp_connects_total", "counter", "KCP sessions opened.",
-              [&](std::size_t i) { return group_.counters(i).kcp_connects; });
-    per_shard("tern_relay_kcp_timeouts_total", "counter",
-              "KCP sessions ended by a dead link or idle timeout.",
-              [&](std::size_t i) { return group_.counters(i).kcp_timeouts; });
-    per_shard("tern_relay_kcp_retransmits_total", "counter",
-              "KCP segments sent again (timeout or fast resend).",
-              [&](std::size_t i) { return group_.counters(i).kcp_retransmits; });
-    per_shard("tern_relay_kcp_protocol_drops_total", "counter",
-              "KCP datagrams and segments refused (malformed, wrong conv, window, limits).",
-              [&](std::size_t i) { return group_.counters(i).kcp_drops; });
-  }
+  per_shard(kPeerMetrics);
+  if (config_.kcp) per_shard(kKcpMetrics);
   family("tern_relay_rooms", "gauge", "Rooms with at least one member.");
   o << "tern_relay_rooms " << rooms() << '\n';
-  per_shard("tern_relay_datagrams_in_total", "counter", "UDP datagrams received.",
-            [&](std::size_t i) { return group_.counters(i).datagrams_in; });
-  per_shard("tern_relay_datagrams_out_total", "counter", "UDP datagrams sent.",
-            [&](std::size_t i) { return group_.counters(i).datagrams_out; });
-  per_shard("tern_relay_bytes_in_total", "counter", "UDP payload bytes received.",
-            [&](std::size_t i) { return group_.counters(i).bytes_in; });
-  per_shard("tern_relay_bytes_out_total", "counter", "UDP payload bytes sent.",
-            [&](std::size_t i) { return group_.counters(i).bytes_out; });
-  per_shard("tern_relay_commands_in_total", "counter",
-            "ENet commands decoded (messages, acknowledgements, pings...).",
-            [&](std::size_t i) { return group_.counters(i).commands_in; });
-  per_shard("tern_relay_acks_out_total", "counter",
-            "Acknowledgement commands sent (a selective-ack range counts once).",
-            [&](std::size_t i) { return group_.counters(i).acks_out; });
-  per_shard("tern_relay_messages_in_total", "counter", "Messages accepted from members.",
-            [&](std::size_t i) { return stats_[i]->messages_in.load(); });
-  per_shard("tern_relay_messages_relayed_total", "counter", "Copies forwarded to members.",
-            [&](std::size_t i) { return stats_[i]->copies_out.load(); });
-  per_shard("tern_relay_protocol_drops_total", "counter",
-            "Datagrams and commands the protocol core refused (malformed, unknown peer, caps).",
-            [&](std::size_t i) { return group_.counters(i).drops; });
-  per_shard(
-      "tern_relay_busy_seconds_total", "counter",
-      "Time the shard spent working: its poll iterations less those that found nothing.",
-      [&](std::size_t i) {
-        const rt::ShardCounters c = group_.counters(i);
-        return static_cast<double>(c.loop_time_us - std::min(c.loop_time_us, c.idle_poll_us)) / 1e6;
-      });
-  per_shard("tern_relay_retransmits_total", "counter",
-            "Reliable commands sent again: lost on the way, or queueing delay beyond the RTO.",
-            [&](std::size_t i) { return group_.counters(i).retransmits; });
-  per_shard("tern_relay_fast_retransmits_total", "counter",
-            "Reliable commands found lost because later ones were acknowledged (resent before "
-            "their timeout).",
-            [&](std::size_t i) { return group_.counters(i).fast_retransmits; });
-  per_shard("tern_relay_discovery_pings_total", "counter",
-            "Discovery pings received ([discovery]), answered or not.",
-            [&](std::size_t i) { return group_.counters(i).discovery_pings_in; });
-  per_shard("tern_relay_discovery_answers_total", "counter",
-            "Discovery pings answered (never with more bytes than the ping).",
-            [&](std::size_t i) { return group_.counters(i).discovery_pongs_out; });
-  per_shard("tern_relay_discovery_refused_total", "counter",
-            "Discovery pings not answered: discovery off, banned, over a rate, queue full.",
-            [&](std::size_t i) { return group_.counters(i).discovery_refused; });
-  per_shard("tern_relay_half_open", "gauge", "Half-open handshakes held now (gauge).",
-            [&](std::size_t i) { return group_.counters(i).half_open; });
-  per_shard("tern_relay_half_open_created_total", "counter",
-            "CONNECTs from unknown sources given a half-open entry.",
-            [&](std::size_t i) { return group_.counters(i).half_open_created; });
-  per_shard("tern_relay_half_open_evicted_total", "counter",
-            "Half-open entries pushed out by newer ones.",
-            [&](std::size_t i) { return group_.counters(i).half_open_evicted; });
-  per_shard("tern_relay_cookies_sent_total", "counter",
-            "VERIFY_CONNECTs sent to unverified sources.",
-            [&](std::size_t i) { return group_.counters(i).cookies_sent; });
-  per_shard("tern_relay_connects_rate_limited_total", "counter",
-            "CONNECTs over [security] connect_rate_per_address or _per_prefix, unanswered.",
-            [&](std::size_t i) { return group_.counters(i).connects_rate_limited; });
-  per_shard("tern_relay_connects_banned_total", "counter",
-            "Handshake datagrams from banned addresses or prefixes, unanswered.",
-            [&](std::size_t i) { return group_.counters(i).connects_banned; });
-  per_shard("tern_relay_bans_displaced_total", "counter",
-            "Running bans a full set of the ban table let go of for a new one.",
-            [&](std::size_t i) { return stats_[i]->bans_displaced.load(); });
-  per_shard("tern_relay_cookies_invalid_total", "counter",
-            "Acks of a VERIFY_CONNECT with the wrong cookie.",
-            [&](std::size_t i) { return group_.counters(i).cookies_invalid; });
-  per_shard("tern_relay_cookies_expired_total", "counter",
-            "Datagrams for a handshake past its timeout.",
-            [&](std::size_t i) { return group_.counters(i).cookies_expired; });
-  per_shard("tern_relay_amplification_capped_total", "counter",
-            "Replies not sent: more than the unverified source sent.",
-            [&](std::size_t i) { return group_.counters(i).amplification_capped; });
-  per_shard("tern_relay_peers_promoted_total", "counter", "Handshakes acknowledged: peers made.",
-            [&](std::size_t i) { return group_.counters(i).peers_promoted; });
-  per_shard("tern_relay_unverified_bytes_in_total", "counter",
-            "Bytes from sources not yet verified.",
-            [&](std::size_t i) { return group_.counters(i).unverified_bytes_in; });
-  per_shard("tern_relay_unverified_bytes_out_total", "counter", "Bytes sent to them.",
-            [&](std::size_t i) { return group_.counters(i).unverified_bytes_out; });
-  per_shard("tern_relay_peer_timeouts_total", "counter",
-            "Clients disconnected because they stopped acknowledging.",
-            [&](std::size_t i) { return group_.counters(i).timeouts; });
-  per_shard("tern_relay_control_held_total", "counter",
-            "Joins, leaves and bans a full cross-shard ring refused; held and sent in order.",
-            [&](std::size_t i) { return stats_[i]->control_held.load(); });
-  per_shard("tern_relay_reliable_queued_total", "counter",
-            "Reliable copies a full cross-shard ring refused; held and sent in order.",
-            [&](std::size_t i) { return stats_[i]->reliable_queued.load(); });
-  per_shard("tern_relay_overflow", "gauge",
-            "Messages waiting for room in the rings to other shards.",
-            [&](std::size_t i) { return stats_[i]->overflow.load(); });
-  per_shard("tern_relay_overflow_high_water", "gauge",
-            "The most messages that ever waited for the rings to other shards.",
-            [&](std::size_t i) { return stats_[i]->overflow_high_water.load(); });
-  per_shard("tern_relay_backlog_high_water_bytes", "gauge",
-            "The deepest member backlog (queued, in flight, unacknowledged) seen after a fan-out.",
-            [&](std::size_t i) { return stats_[i]->backlog_high_water.load(); });
-  per_shard("tern_relay_holds_total", "counter",
-            "Times a member's new reliable messages were held unacknowledged (back-pressure).",
-            [&](std::size_t i) { return stats_[i]->holds.load(); });
-  per_shard("tern_relay_over_limit_refused_total", "counter",
-            "Reliable messages over limits.message_rate or peer_bandwidth, left unacknowledged "
-            "(the sender resends them).",
-            [&](std::size_t i) { return group_.counters(i).over_limit_refused; });
-  per_shard("tern_relay_over_limit_dropped_total", "counter",
-            "Unreliable messages over limits.message_rate or peer_bandwidth, dropped.",
-            [&](std::size_t i) { return group_.counters(i).over_limit_dropped; });
-  per_shard("tern_relay_senders_held", "gauge", "Members whose intake is held now.",
-            [&](std::size_t i) { return stats_[i]->held.load(); });
-  per_shard("tern_relay_rooms_held", "gauge",
-            "Rooms whose members are held now (a backlog here or on another shard).",
-            [&](std::size_t i) { return stats_[i]->rooms_held.load(); });
-  per_shard("tern_relay_slow_consumers_total", "counter",
-            "Members disconnected because they could not keep up (disconnect data 2).",
-            [&](std::size_t i) { return stats_[i]->slow_consumers.load(); });
-  per_shard("tern_relay_abusive_total", "counter",
-            "Members disconnected for a reliable message over limits.message_size (data 3).",
-            [&](std::size_t i) { return stats_[i]->abusive.load(); });
-  per_shard("tern_relay_rx_kernel_dropped_total", "counter",
-            "Datagrams the kernel dropped because the shard's socket receive buffer was full "
-            "(relay.receive_buffer): the relay fell behind its input.",
-            [&](std::size_t i) { return group_.counters(i).rx_kernel_dropped; });
-  per_shard("tern_relay_tx_dropped_total", "counter",
-            "Datagrams the driver could not send (full transmit queue, unresolved next hop).",
-            [&](std::size_t i) { return group_.counters(i).tx_dropped; });
-  per_shard("tern_relay_tx_waits_total", "counter",
-            "Flushes put off because the transmit queue was full (DPDK): delay, not loss.",
-            [&](std::size_t i) { return group_.counters(i).tx_waits; });
-  per_shard("tern_relay_tx_backlog", "gauge",
-            "Datagrams held for a full transmit queue (DPDK), sent before new ones.",
-            [&](std::size_t i) { return group_.counters(i).tx_backlog; });
+  per_shard(kShardMetrics);
   port_metrics(o);
   family("tern_relay_drops_total", "counter",
          "Messages and connects the relay refused, by reason.");

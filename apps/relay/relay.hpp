@@ -22,6 +22,13 @@
 // keep up (its backlog reaches limits.member_backlog, or it keeps its room held for
 // overload.slow_member_ms) is disconnected with data kSlowConsumer. Unreliable copies are shed
 // first: past half a member's backlog, or over the rate limits.
+//
+// KCP members (apps/relay/README.md) cannot be left unacknowledged: KCP acknowledges what
+// arrives in its window. They are held (overload, rate, bandwidth) through that window instead
+// (KcpCore::hold, KcpConfig::intake_rate): their messages wait acknowledged and in order, never
+// dropped, while the window they advertise closes on their sender. A KCP message the relay
+// cannot relay (no room yet, over message_size) ends its session, and a session the relay ends
+// stays refused by the KCP core, so its client's later messages are not acknowledged either.
 #pragma once
 
 #include "bans.hpp"
@@ -47,7 +54,7 @@ namespace tern::relay {
 // Every one is counted; none is a reliable copy the relay acknowledged (those are delivered or
 // their receiver disconnected).
 #define TERN_RELAY_DROPS(X)                                                                \
-  X(no_room, "message from a client that joined no room")                                  \
+  X(no_room, "message from a client that joined no room (a KCP member is disconnected)")   \
   X(room_full, "connect refused: the room is at its size limit")                           \
   X(peer_limit, "connect refused: the relay is at its peer limit")                         \
   X(too_large, "message larger than limits.message_size (a reliable one disconnects)")     \
@@ -63,6 +70,9 @@ inline constexpr std::uint32_t kSlowConsumer = 2;     // could not keep up with 
 inline constexpr std::uint32_t kMessageTooLarge = 3;  // sent a reliable message over the limit
 inline constexpr std::uint32_t kKicked = 4;           // POST /admin/kick
 inline constexpr std::uint32_t kBanned = 5;           // its address is banned (POST /admin/ban)
+// A KCP member whose message came before it joined a room (or whose conv names none): KCP
+// acknowledged the message already, so the session cannot stay as if it had been relayed.
+inline constexpr std::uint32_t kNotJoined = 6;
 
 enum class RelayDrop : std::uint8_t { TERN_RELAY_DROPS(TERN_DROP_ENUMERATOR) count_ };
 inline constexpr std::array kRelayDropReasons{TERN_RELAY_DROPS(TERN_DROP_REASON)};

@@ -143,37 +143,15 @@ struct Host::Impl {
   // The KCP personality: its core replaces the ENet one for everything the host does.
   void use_kcp(const proto::kcp::KcpConfig& config) {
     kcp_ = std::make_unique<proto::kcp::KcpCore>(config);
-    krx_.resize(rt::CoreIo::kBatch);
-    kout_.resize(rt::CoreIo::kBatch);
-    ktx_.resize(rt::CoreIo::kBatch);
+    kcp_io_ = std::make_unique<rt::KcpIo>(*kcp_, *driver_);
   }
 
-  void kcp_receive() {
-    const std::uint64_t now = clock_.now_us();
-    for (std::size_t burst = 0; burst < rt::CoreIo::kMaxRxBursts; ++burst) {
-      const std::size_t n = driver_->rx_burst(krx_);
-      for (std::size_t i = 0; i < n; ++i) kcp_->on_datagram(now, krx_[i].from, krx_[i].bytes);
-      if (n == 0 || (n < krx_.size() && io_.caps().short_burst_means_empty)) break;
-    }
-  }
+  void kcp_receive() { kcp_io_->receive(clock_.now_us()); }
 
   void kcp_transmit() {
     const std::uint64_t now = clock_.now_us();
     driver_->set_time(now);
-    for (;;) {
-      const std::size_t room = std::min(kout_.size(), driver_->tx_room());
-      if (room == 0) return;
-      const std::size_t n = kcp_->flush(now, std::span(kout_).first(room));
-      for (std::size_t i = 0; i < n; ++i) ktx_[i] = rt::TxFrame{kout_[i].to, kout_[i].view()};
-      std::size_t sent = 0;
-      while (sent < n) {
-        const std::size_t k =
-            driver_->tx_burst(std::span<const rt::TxFrame>(ktx_).subspan(sent, n - sent));
-        if (k == 0) break;  // the driver counts what it refused
-        sent += k;
-      }
-      if (n < room) return;
-    }
+    kcp_io_->transmit(now);
   }
 
   void pump_transmit() { kcp_ ? kcp_transmit() : transmit_all(); }
@@ -218,9 +196,7 @@ struct Host::Impl {
   proto::HostCore core_;
   rt::CoreIo io_;
   std::unique_ptr<proto::kcp::KcpCore> kcp_;
-  std::vector<rt::RxFrame> krx_;
-  std::vector<proto::kcp::KcpDatagram> kout_;
-  std::vector<rt::TxFrame> ktx_;
+  std::unique_ptr<rt::KcpIo> kcp_io_;
 };
 
 Host::Host(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -364,6 +340,7 @@ bool Host::peer_stats(PeerHandle peer, PeerStats& out) const {
     out.mtu = impl_->kcp_->config().mtu;
     out.window_size = k.remote_wnd;
     out.channel_count = 1;
+    out.queued_bytes = k.queued_bytes;  // queued or unacknowledged
     return true;
   }
   return impl_->core_.peer_stats(peer, out);

@@ -1,6 +1,8 @@
 // tern::rt::CoreIo: the receive and transmit steps of DESIGN §2 for one protocol core over one
 // driver. Each shard runs them every poll iteration and tern::Host::service on every pass, so
 // there is one receive loop and one transmit loop, and both honour the driver's transmit room.
+// rt::KcpIo is the same two steps for the KCP personality's core (a shard's second listener):
+// both are CoreIoFor, over the core and the datagram type its flush() fills.
 //
 // The I/O batches are allocated once, when the driver is attached; receive() and transmit()
 // never touch the heap. The driver is called through rt::Driver, once per burst of up to
@@ -11,6 +13,7 @@
 #include "host_core.hpp"
 #include "kcp/kcp_core.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -18,8 +21,7 @@
 
 namespace tern::rt {
 
-class CoreIo {
- public:
+struct CoreIoLimits {
   // Frames per rx_burst and datagrams per flush(): one burst of the drivers' batching.
   static constexpr std::size_t kBatch = 64;
   // Receive bursts per receive() call before timers and transmission get a turn, so a flooded
@@ -33,11 +35,24 @@ class CoreIo {
   // system call where a wait that returns at once and then the rx_burst cost two. Shorter
   // bursts are what an idle server's wake-ups find, and those go back to sleep.
   static constexpr std::size_t kDenseBurst = 8;
+};
 
+// Core: on_datagram(now, from, bytes) and flush(now, span<Datagram>) -> count; Datagram: `to`
+// and view().
+template <class Core, class Datagram>
+class CoreIoFor : public CoreIoLimits {
+ public:
   // Both must outlive this object. Reads the driver's capabilities once: they do not change.
-  CoreIo(proto::HostCore& core, Driver& driver);
-  CoreIo(const CoreIo&) = delete;
-  CoreIo& operator=(const CoreIo&) = delete;
+  CoreIoFor(Core& core, Driver& driver)
+      : core_(core),
+        driver_(driver),
+        caps_(driver.caps()),
+        chunk_max_(std::clamp<std::size_t>(caps_.max_burst, 1, kBatch)),
+        rx_(kBatch),
+        out_(kBatch),
+        tx_(kBatch) {}
+  CoreIoFor(const CoreIoFor&) = delete;
+  CoreIoFor& operator=(const CoreIoFor&) = delete;
 
   // Steps 1 and 4-5: up to kMaxRxBursts bursts (until one comes back empty, or short from a
   // driver whose short_burst_means_empty holds), each one's datagrams into the core at `now`.
@@ -65,13 +80,35 @@ class CoreIo {
     return total;
   }
   // Every frame to the core, nothing between bursts.
-  std::size_t receive(std::uint64_t now);
+  std::size_t receive(std::uint64_t now) {
+    return receive(
+        now, [](std::span<RxFrame> frames) { return frames.size(); }, [] {});
+  }
 
   // Steps 8-10: the core's timers and datagrams, built no faster than the driver's tx_room()
   // takes them and handed to tx_burst in chunks of its max_burst. What does not fit waits in
   // the core (dirty peers resume where they stopped) for a later call, after rx_burst has given
   // the driver a chance to drain; tx_waits() counts the calls put off that way.
-  void transmit(std::uint64_t now);
+  void transmit(std::uint64_t now) {
+    for (;;) {
+      const std::size_t room = std::min(out_.size(), driver_.tx_room());
+      if (room == 0) {
+        ++tx_waits_;
+        return;
+      }
+      const std::size_t n = core_.flush(now, std::span<Datagram>(out_).first(room));
+      for (std::size_t sent = 0; sent < n; sent += chunk_max_) {
+        const std::size_t chunk = std::min(chunk_max_, n - sent);
+        for (std::size_t i = 0; i < chunk; ++i) {
+          tx_[i].to = out_[sent + i].to;
+          tx_[i].bytes = out_[sent + i].view();
+        }
+        // Refusals are counted in the driver's stats; loss is the protocol's job.
+        driver_.tx_burst(std::span<const TxFrame>(tx_.data(), chunk));
+      }
+      if (n < room) return;
+    }
+  }
 
   std::uint64_t tx_waits() const { return tx_waits_; }
   // Whether the last receive() may have left datagrams behind or is likely to find more at
@@ -83,62 +120,22 @@ class CoreIo {
   const DriverCaps& caps() const { return caps_; }
 
  private:
-  proto::HostCore& core_;
+  Core& core_;
   Driver& driver_;
   const DriverCaps caps_;
   const std::size_t chunk_max_;
   std::vector<RxFrame> rx_;
-  std::vector<proto::OutDatagram> out_;
+  std::vector<Datagram> out_;
   std::vector<TxFrame> tx_;
   std::uint64_t tx_waits_ = 0;
   bool rx_more_ = false;
 };
 
-// The same two steps for the KCP personality's core (a shard's second listener): one rx_burst
-// per burst into KcpCore::on_datagram, and flushes no larger than the driver's tx_room().
-class KcpIo {
- public:
-  static constexpr std::size_t kBatch = CoreIo::kBatch;
-  static constexpr std::size_t kMaxRxBursts = CoreIo::kMaxRxBursts;
-  static constexpr std::size_t kDenseBurst = CoreIo::kDenseBurst;
+using CoreIo = CoreIoFor<proto::HostCore, proto::OutDatagram>;
+using KcpIo = CoreIoFor<proto::kcp::KcpCore, proto::kcp::KcpDatagram>;
 
-  KcpIo(proto::kcp::KcpCore& core, Driver& driver);
-  KcpIo(const KcpIo&) = delete;
-  KcpIo& operator=(const KcpIo&) = delete;
-
-  template <class Keep, class AfterBurst>
-  std::size_t receive(std::uint64_t now, Keep&& keep, AfterBurst&& after_burst) {
-    std::span<RxFrame> rx(rx_);
-    std::size_t total = 0;
-    for (std::size_t burst = 0; burst < kMaxRxBursts; ++burst) {
-      const std::size_t n = driver_.rx_burst(rx);
-      const std::size_t kept = n != 0 ? keep(rx.first(n)) : 0;
-      for (std::size_t i = 0; i < kept; ++i) core_.on_datagram(now, rx[i].from, rx[i].bytes);
-      if (n != 0) after_burst();
-      total += n;
-      if (n == 0 || (n < rx.size() && caps_.short_burst_means_empty)) {
-        rx_more_ = n >= kDenseBurst;
-        return total;
-      }
-    }
-    rx_more_ = true;
-    return total;
-  }
-  void transmit(std::uint64_t now);
-
-  std::uint64_t tx_waits() const { return tx_waits_; }
-  bool rx_more() const { return rx_more_; }  // as CoreIo::rx_more
-
- private:
-  proto::kcp::KcpCore& core_;
-  Driver& driver_;
-  const DriverCaps caps_;
-  const std::size_t chunk_max_;
-  std::vector<RxFrame> rx_;
-  std::vector<proto::kcp::KcpDatagram> out_;
-  std::vector<TxFrame> tx_;
-  std::uint64_t tx_waits_ = 0;
-  bool rx_more_ = false;
-};
+// Compiled once, in core_io.cpp.
+extern template class CoreIoFor<proto::HostCore, proto::OutDatagram>;
+extern template class CoreIoFor<proto::kcp::KcpCore, proto::kcp::KcpDatagram>;
 
 }  // namespace tern::rt

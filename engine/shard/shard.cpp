@@ -119,6 +119,8 @@ struct Shard::LiveCounters {
   std::atomic<std::uint64_t> kcp_timeouts{0};
   std::atomic<std::uint64_t> kcp_retransmits{0};
   std::atomic<std::uint64_t> kcp_drops{0};
+  std::atomic<std::uint64_t> kcp_refused{0};
+  std::atomic<std::uint64_t> kcp_intake_waits{0};
 };
 
 // ---- Shard ---------------------------------------------------------------------------------
@@ -407,8 +409,14 @@ PeerHandle Shard::kcp_connect(const Endpoint& to, std::uint32_t conv) {
   return h;
 }
 
-SendResult Shard::kcp_send(PeerHandle peer, std::span<const std::byte> payload) {
+// KCP sends everything reliably; what the caller meant as unreliable is refused past half of
+// KcpConfig::max_queued_bytes, as the ENet core refuses it past half of max_queued, so a
+// backlog sheds those first.
+SendResult Shard::kcp_send(PeerHandle peer, Delivery delivery, std::span<const std::byte> payload) {
   if (!kcp_) return SendResult::not_connected;
+  const std::uint64_t cap = kcp_->config().max_queued_bytes;
+  if (cap != 0 && !is_reliable(delivery) && queued_bytes(peer) + payload.size() > cap / 2)
+    return SendResult::queue_full;
   return kcp_->send(kcp_inner(peer), payload);
 }
 
@@ -421,7 +429,7 @@ std::size_t Shard::send_many(std::span<const PeerHandle> peers, std::uint8_t cha
   std::size_t sent = core_.send_many(peers, channel, delivery, payload, skip, deepest);
   for (const PeerHandle& p : peers) {
     if (!is_kcp(p) || p == skip) continue;
-    if (kcp_->send(kcp_inner(p), payload.bytes()) != SendResult::ok) continue;
+    if (kcp_send(p, delivery, payload.bytes()) != SendResult::ok) continue;
     ++sent;
     if (deepest != nullptr) *deepest = std::max(*deepest, queued_bytes(p));
   }
@@ -461,6 +469,7 @@ bool Shard::peer_stats(PeerHandle peer, PeerStats& out) const {
   out.mtu = kcp_->config().mtu;
   out.window_size = k.remote_wnd;
   out.channel_count = 1;
+  out.queued_bytes = k.queued_bytes;  // queued or unacknowledged
   return true;
 }
 
@@ -696,6 +705,8 @@ void Shard::publish_counters(const Driver& driver) {
     l.kcp_timeouts.store(k.dead_links + k.idle_timeouts, r);
     l.kcp_retransmits.store(k.retransmits + k.fast_retransmits, r);
     l.kcp_drops.store(k.drops.total(), r);
+    l.kcp_refused.store(k.drops[proto::kcp::KcpDrop::refused], r);
+    l.kcp_intake_waits.store(k.intake_waits, r);
   }
 }
 
@@ -797,6 +808,8 @@ ShardCounters Shard::counters() const {
   s.kcp_timeouts = l.kcp_timeouts.load(r);
   s.kcp_retransmits = l.kcp_retransmits.load(r);
   s.kcp_drops = l.kcp_drops.load(r);
+  s.kcp_refused = l.kcp_refused.load(r);
+  s.kcp_intake_waits = l.kcp_intake_waits.load(r);
   return s;
 }
 
@@ -988,6 +1001,8 @@ ShardCounters ShardGroup::total() const {
     t.kcp_timeouts += c.kcp_timeouts;
     t.kcp_retransmits += c.kcp_retransmits;
     t.kcp_drops += c.kcp_drops;
+    t.kcp_refused += c.kcp_refused;
+    t.kcp_intake_waits += c.kcp_intake_waits;
   }
   return t;
 }

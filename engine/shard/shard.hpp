@@ -171,10 +171,12 @@ struct ShardCounters {
   std::uint64_t kcp_messages_in = 0;
   std::uint64_t kcp_messages_out = 0;
   std::uint64_t kcp_connects = 0;
-  std::uint64_t kcp_disconnects = 0;  // timeouts and the application's disconnects
-  std::uint64_t kcp_timeouts = 0;     // dead links and idle timeouts
-  std::uint64_t kcp_retransmits = 0;  // timeouts and fast resends
-  std::uint64_t kcp_drops = 0;        // malformed or refused segments, every reason
+  std::uint64_t kcp_disconnects = 0;   // timeouts and the application's disconnects
+  std::uint64_t kcp_timeouts = 0;      // dead links and idle timeouts
+  std::uint64_t kcp_retransmits = 0;   // timeouts and fast resends
+  std::uint64_t kcp_drops = 0;         // malformed or refused segments, every reason
+  std::uint64_t kcp_refused = 0;       // of those: segments of sessions the application ended
+  std::uint64_t kcp_intake_waits = 0;  // messages that waited for intake_rate/_bandwidth
   // The driver's device (DPDK ports): reported by the shard on the port's first queue.
   // total() sums the counts; its link is down if any shard's is, else up if any is.
   PortStats port;
@@ -224,7 +226,9 @@ class Shard {
   // one reliable ordered stream: channel and delivery are ignored, every message is sent
   // reliably and in order. disconnect() forgets a KCP session at once (KCP has no goodbye)
   // and the handler still gets its disconnect event (reason local, the given data) at the
-  // shard's next delivery, as for ENet peers. hold_intake does nothing on KCP sessions.
+  // shard's next delivery, as for ENet peers; the core then refuses that session's segments
+  // for a while (KcpConfig::refused_ms). hold_intake holds a KCP session through its receive
+  // window (KcpCore::hold).
   static constexpr std::uint32_t kKcpPeer = 0x80000000u;
   static bool is_kcp(PeerHandle peer) { return peer.valid() && (peer.slot & kKcpPeer) != 0; }
   PeerHandle connect(const Endpoint& to, std::size_t channel_count, std::uint32_t data = 0) {
@@ -248,12 +252,12 @@ class Shard {
     return core_.peer_user_data(peer);
   }
   SendResult send(PeerHandle peer, std::uint8_t channel, Delivery delivery, Packet payload) {
-    if (is_kcp(peer)) return kcp_send(peer, payload.bytes());
+    if (is_kcp(peer)) return kcp_send(peer, delivery, payload.bytes());
     return core_.send(peer, channel, delivery, std::move(payload));
   }
   SendResult send(PeerHandle peer, std::uint8_t channel, Delivery delivery,
                   std::span<const std::byte> payload) {
-    if (is_kcp(peer)) return kcp_send(peer, payload);
+    if (is_kcp(peer)) return kcp_send(peer, delivery, payload);
     return core_.send(peer, channel, delivery, payload);
   }
   // One payload to many peers of this shard, `skip` left out; the payload is referenced, not
@@ -263,10 +267,12 @@ class Shard {
                         const Packet& payload, PeerHandle skip = {},
                         std::size_t* deepest = nullptr);
   void disconnect(PeerHandle peer, std::uint32_t data = 0);
-  // Back-pressure before the acknowledgement: while held, the peer's new reliable messages are
-  // neither delivered nor acknowledged, so its own window stops it.
+  // Back-pressure: while held, the peer's new reliable messages are not delivered, and its own
+  // window stops it: an ENet peer's are not acknowledged either, a KCP session's wait
+  // acknowledged in the receive window it advertises shrinking. Released: delivered in order.
   void hold_intake(PeerHandle peer, bool held) {
-    if (!is_kcp(peer)) core_.hold_intake(peer, held);
+    if (!is_kcp(peer)) return core_.hold_intake(peer, held);
+    if (kcp_) kcp_->hold(kcp_inner(peer), held);
   }
   PeerState peer_state(PeerHandle peer) const;
   bool peer_stats(PeerHandle peer, PeerStats& out) const;
@@ -349,7 +355,7 @@ class Shard {
   void begin_graceful_stop();
   void track(const Event& ev);
   void track_kcp(const Event& ev);
-  SendResult kcp_send(PeerHandle peer, std::span<const std::byte> payload);
+  SendResult kcp_send(PeerHandle peer, Delivery delivery, std::span<const std::byte> payload);
   static PeerHandle kcp_inner(PeerHandle p) { return PeerHandle{p.slot & ~kKcpPeer, p.generation}; }
   bool open_kcp(std::string& error);
   void drain_kcp_on_stop();

@@ -3,7 +3,9 @@
 // Chunk framing (all optional; a short input is a short last chunk):
 //   byte 0     control: bit 0 = flush after this datagram, bits 1..2 = source address (of 4),
 //              bit 3 = echo every message received so far (exercises the send path),
-//              bits 4..7 = 8 ms steps to advance the clock first
+//              bits 4..7 = 8 ms steps to advance the clock first; bits 0 and 3 together toggle
+//              the hold of every session, bits 1..3 without 0 disconnect the oldest session
+//              (which the core then refuses); sessions from the fourth source start held
 //   bytes 1-2  body length, little-endian, modulo 1600
 //   body       the datagram (KCP segments, or kcp-go's FEC framing around them)
 //
@@ -44,7 +46,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   cfg.max_queued_segments = 64;
   cfg.idle_timeout_ms = 500;
   cfg.dead_link = 6;
+  cfg.intake_rate = 20;  // messages wait in the window, as under hold()
+  cfg.refused_limit = 2;
   KcpCore core(cfg);
+  bool holding = false;
   std::vector<KcpDatagram> out(4);
   std::uint64_t now_us = 1'000'000;
   const std::size_t per_session = 2 * cfg.rcv_wnd + cfg.max_queued_segments;
@@ -75,7 +80,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         check(ev.payload().size() <= std::size_t{cfg.rcv_wnd - 1} * mss);
         if ((control & 8) != 0) (void)core.send(ev.peer, ev.payload());
       }
-      if (ev.type == EventType::connect) talkers.push_back(ev.peer);
+      if (ev.type == EventType::connect) {
+        talkers.push_back(ev.peer);
+        if (ev.address.port == 4003 || holding) core.hold(ev.peer, true);
+      }
+    }
+    if ((control & 9) == 9) {
+      holding = !holding;
+      for (const PeerHandle& p : talkers) core.hold(p, holding);
+    }
+    if ((control & 0xf) == 0xe && !talkers.empty()) {
+      core.disconnect(talkers.front());
+      talkers.erase(talkers.begin());
     }
     if ((control & 1) != 0) {
       while (core.flush(now_us, out) == out.size()) {

@@ -506,3 +506,145 @@ TEST(KcpCore, FecRebuildsLostDataShards) {
 }
 
 }  // namespace
+
+namespace {
+
+// A session the server ended stays ended: what its client keeps sending opens no new session
+// and is not acknowledged, until refused_ms has passed.
+TEST(KcpCore, DisconnectedSessionStaysRefused) {
+  KcpConfig client_cfg;
+  client_cfg.dead_link = 8;
+  KcpConfig server_cfg;
+  server_cfg.refused_ms = 60'000;
+  Pair p(client_cfg, server_cfg, Link{}, 11);
+  const PeerHandle c = p.client.connect(p.now_us, p.server_addr, 0x51);
+  ASSERT_EQ(p.client.send(c, message(0, 40)), SendResult::ok);
+  ASSERT_TRUE(p.run_until([&] { return received(p.server_events).size() == 1; }, 1000));
+  const PeerHandle s = p.server_events.front().peer;
+  p.server.disconnect(s);
+  const std::uint64_t acks = p.server.counters().acks_out;
+  const std::uint64_t opened = p.server.counters().sessions_opened;
+  for (std::uint32_t i = 1; i <= 5; ++i)
+    ASSERT_EQ(p.client.send(c, message(i, 40)), SendResult::ok);
+  // Unanswered, the client gives up by its dead link.
+  ASSERT_TRUE(p.run_until([&] { return p.client.session_count() == 0; }, 120'000));
+  EXPECT_EQ(p.server.counters().acks_out, acks);
+  EXPECT_EQ(p.server.counters().sessions_opened, opened);
+  EXPECT_EQ(p.server.session_count(), 0u);
+  EXPECT_EQ(received(p.server_events).size(), 1u);
+  EXPECT_GE(p.server.counters().drops[KcpDrop::refused], client_cfg.dead_link - 1);
+  EXPECT_EQ(p.server.counters().drops[KcpDrop::unknown_session], 0u);
+}
+
+TEST(KcpCore, RefusedSessionsExpireAndAreBounded) {
+  KcpConfig cfg;
+  cfg.refused_ms = 5000;
+  cfg.refused_limit = 2;
+  KcpCore core(cfg);
+  const std::vector<std::byte> hello(3, std::byte{1});
+  auto from = [](std::uint16_t port) { return Endpoint::v4(0x7f000001, port); };
+  auto open = [&](std::uint64_t t, std::uint16_t port) {
+    core.on_datagram(t, from(port), segment(9, kCmdPush, 0, 32, 0, 0, 0, hello));
+    Event ev;
+    PeerHandle h;
+    while (core.poll_event(ev))
+      if (ev.type == EventType::connect) h = ev.peer;
+    return h;
+  };
+  for (std::uint16_t port = 1; port <= 3; ++port) {
+    const PeerHandle h = open(1000, port);
+    ASSERT_TRUE(h.valid());
+    core.disconnect(h);
+  }
+  // Port 1's was forgotten to make room (refused_limit 2); 2 and 3 are refused.
+  EXPECT_TRUE(open(2000, 1).valid());
+  EXPECT_FALSE(open(2000, 2).valid());
+  EXPECT_FALSE(open(2000, 3).valid());
+  EXPECT_EQ(core.counters().drops[KcpDrop::refused], 2u);
+  // Past refused_ms they may start again.
+  EXPECT_TRUE(open(7'000'000, 2).valid());
+}
+
+// hold(): the window the session advertises shuts, its sender stops, and on release every
+// message arrives, in order, none lost.
+TEST(KcpCore, HeldSessionShutsItsWindowAndDeliversOnRelease) {
+  KcpConfig cfg;
+  cfg.rcv_wnd = 64;
+  cfg.snd_wnd = 64;
+  Pair p(cfg, cfg, Link{0.05, 0, 5000, 2000}, tern::test::test_seed(12));
+  const PeerHandle c = p.client.connect(p.now_us, p.server_addr, 0x77);
+  std::vector<std::vector<std::byte>> sent;
+  sent.push_back(message(0, 100));
+  ASSERT_EQ(p.client.send(c, sent.back()), SendResult::ok);
+  ASSERT_TRUE(p.run_until([&] { return received(p.server_events).size() == 1; }, 2000));
+  const PeerHandle s = p.server_events.front().peer;
+  p.server.hold(s, true);
+  EXPECT_TRUE(p.server.held(s));
+  for (std::uint32_t i = 1; i < 400; ++i) {
+    sent.push_back(message(i, 1 + (i * 389) % 3000));  // up to 3 fragments
+    ASSERT_EQ(p.client.send(c, sent.back()), SendResult::ok);
+  }
+  KcpSessionStats ss, cs;
+  ASSERT_TRUE(p.run_until(
+      [&] { return p.client.session_stats(c, cs) && cs.remote_wnd == 0 && cs.in_flight == 0; },
+      20'000));
+  ASSERT_TRUE(p.server.session_stats(s, ss));
+  EXPECT_EQ(ss.recv_window, 0u);
+  EXPECT_TRUE(ss.held);
+  EXPECT_GT(ss.waiting, 0u);
+  EXPECT_GT(cs.queued, 0u);  // the rest waits at the sender
+  EXPECT_EQ(received(p.server_events).size(), 1u);
+  // Held a while longer: the sender only probes.
+  for (int i = 0; i < 3000; ++i) p.step();
+  EXPECT_EQ(received(p.server_events).size(), 1u);
+  p.server.hold(s, false);
+  ASSERT_TRUE(p.run_until([&] { return received(p.server_events).size() == sent.size(); }, 120'000))
+      << received(p.server_events).size();
+  EXPECT_EQ(received(p.server_events), sent);
+  EXPECT_EQ(p.server.counters().drops[KcpDrop::bad_fragment], 0u);
+  EXPECT_EQ(p.server.counters().holds, 1u);
+}
+
+// intake_rate / intake_bandwidth: a sender over them gets everything through, in order, later.
+void rate_limited(std::uint32_t rate, std::uint32_t bandwidth) {
+  KcpConfig client_cfg;
+  client_cfg.snd_wnd = 32;  // before it hears from the server it assumes a window this large
+  KcpConfig server_cfg;
+  server_cfg.rcv_wnd = 32;
+  server_cfg.intake_rate = rate;
+  server_cfg.intake_bandwidth = bandwidth;
+  Pair p(client_cfg, server_cfg, Link{0.02, 0, 3000, 1000}, tern::test::test_seed(13));
+  const PeerHandle c = p.client.connect(p.now_us, p.server_addr, 0x78);
+  std::vector<std::vector<std::byte>> sent;
+  for (std::uint32_t i = 0; i < 300; ++i) {
+    sent.push_back(message(i, 100));
+    ASSERT_EQ(p.client.send(c, sent.back()), SendResult::ok);
+  }
+  // One simulated second: a second's worth of the bucket and a refill at most.
+  for (int i = 0; i < 1000; ++i) p.step();
+  EXPECT_LE(received(p.server_events).size(),
+            2 * std::size_t{rate != 0 ? rate : bandwidth / 100} + 1);
+  EXPECT_GT(p.server.counters().intake_waits, 0u);
+  ASSERT_TRUE(p.run_until([&] { return received(p.server_events).size() == sent.size(); }, 300'000))
+      << received(p.server_events).size();
+  EXPECT_EQ(received(p.server_events), sent);
+  // The window did the holding back: the sender never overran it.
+  EXPECT_EQ(p.server.counters().drops[KcpDrop::out_of_window], 0u);
+}
+
+TEST(KcpCore, IntakeRateDelaysButDeliversInOrder) { rate_limited(50, 0); }
+TEST(KcpCore, IntakeBandwidthDelaysButDeliversInOrder) { rate_limited(0, 5000); }
+
+// max_queued_bytes: send() refuses past it.
+TEST(KcpCore, MaxQueuedBytesRefusesSends) {
+  KcpConfig cfg;
+  cfg.max_queued_bytes = 1000;
+  KcpCore core(cfg);
+  const PeerHandle c = core.connect(0, Endpoint::v4(1, 1), 1);
+  std::vector<std::byte> m(400);
+  EXPECT_EQ(core.send(c, m), SendResult::ok);
+  EXPECT_EQ(core.send(c, m), SendResult::ok);
+  EXPECT_EQ(core.send(c, m), SendResult::queue_full);
+}
+
+}  // namespace

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -631,6 +632,110 @@ TEST(Shard, KcpSessionsShareTheEventsWithEnetPeers) {
   stopper.join();
   EXPECT_TRUE(all_gone);
   EXPECT_EQ(kcp_closed.load(), kKcpClients);
+}
+
+// Shard::hold_intake on a KCP session (KcpCore::hold): its messages wait, acknowledged, while the
+// window it advertises closes on Tern's KCP client, which then stops; released, every message
+// arrives once and in order. Then the server ends the session: the client's further messages
+// open no new one and are not acknowledged.
+TEST(Shard, KcpHoldClosesTheWindowAndRefusedSessionsStayRefused) {
+  constexpr std::uint32_t kHeld = 600;  // well past the 128-segment window
+  ShardGroupOptions o = echo_options(DriverKind::socket);
+  o.shards = 1;
+  o.kcp_listen = true;
+  o.kcp_bind = *Endpoint::parse("127.0.0.1:0");
+  ShardGroup group(o);
+  std::mutex mu;
+  PeerHandle session;
+  std::vector<std::uint32_t> got;
+  std::atomic<std::uint32_t> connects{0};
+  group.set_event_handler([&](Shard& s, Event& ev) {
+    if (ev.type == EventType::connect) {
+      ++connects;
+      s.hold_intake(ev.peer, true);
+      std::lock_guard lock(mu);
+      session = ev.peer;
+    } else if (ev.type == EventType::receive && ev.packet.size() == 8) {
+      std::uint32_t seq = 0;
+      std::memcpy(&seq, ev.packet.bytes().data() + 4, 4);
+      std::lock_guard lock(mu);
+      got.push_back(seq);
+    }
+  });
+  std::string error;
+  ASSERT_TRUE(group.start(error)) << error;
+
+  HostOptions ho;
+  ho.personality = Personality::kcp;
+  auto client = Host::listen(ho, *Endpoint::parse("127.0.0.1:0"), error);
+  ASSERT_NE(client, nullptr) << error;
+  const PeerHandle peer = client->connect(group.kcp_endpoint(), 1, 4321);
+  ASSERT_TRUE(peer.valid());
+  for (std::uint32_t seq = 0; seq < kHeld; ++seq) {
+    const auto msg = encode(7, seq);
+    ASSERT_EQ(client->send(peer, 0, Delivery::reliable, std::span<const std::byte>(msg)),
+              SendResult::ok);
+  }
+  auto pump_client = [&](auto done, std::chrono::milliseconds limit) {
+    const auto deadline = Clock::now() + limit;
+    Event ev;
+    while (!done()) {
+      if (Clock::now() > deadline) return false;
+      while (client->service(ev, 1ms)) {
+      }
+    }
+    return true;
+  };
+  auto received = [&] {
+    std::lock_guard lock(mu);
+    return got.size();
+  };
+  // The window closes: the client sees a remote window of 0 with messages still to send.
+  PeerStats ps;
+  ASSERT_TRUE(pump_client(
+      [&] { return client->peer_stats(peer, ps) && ps.window_size == 0 && ps.queued_bytes != 0; },
+      20000ms))
+      << "window " << ps.window_size;
+  // What came with the first datagram may have been delivered before the hold; no more.
+  const std::size_t before = received();
+  EXPECT_LT(before, std::size_t{kHeld});
+  pump_client([] { return false; }, 300ms);
+  EXPECT_EQ(received(), before);
+  EXPECT_EQ(connects.load(), 1u);
+
+  group.post(0, [&](Shard& s) {
+    std::lock_guard lock(mu);
+    s.hold_intake(session, false);
+  });
+  ASSERT_TRUE(pump_client([&] { return received() == kHeld; }, 30000ms)) << received();
+  {
+    std::lock_guard lock(mu);
+    for (std::uint32_t i = 0; i < kHeld; ++i) ASSERT_EQ(got[i], i);
+  }
+
+  // The server ends the session; the client, which cannot know (KCP has no goodbye), goes on.
+  std::promise<void> ended;
+  group.post(0, [&](Shard& s) {
+    std::lock_guard lock(mu);
+    s.disconnect(session, 9);
+    ended.set_value();
+  });
+  ASSERT_EQ(ended.get_future().wait_for(5s), std::future_status::ready);
+  for (std::uint32_t seq = kHeld; seq < kHeld + 20; ++seq) {
+    const auto msg = encode(7, seq);
+    ASSERT_EQ(client->send(peer, 0, Delivery::reliable, std::span<const std::byte>(msg)),
+              SendResult::ok);
+  }
+  ASSERT_TRUE(pump_client([&] { return group.total().kcp_refused != 0; }, 20000ms));
+  pump_client([] { return false; }, 500ms);
+  const ShardCounters total = group.total();
+  EXPECT_EQ(total.kcp_connects, 1u);
+  EXPECT_EQ(connects.load(), 1u);
+  EXPECT_EQ(received(), std::size_t{kHeld});
+  // Nothing of the 20 was acknowledged: they are all still queued or in flight at the client.
+  ASSERT_TRUE(client->peer_stats(peer, ps));
+  EXPECT_GE(ps.queued_bytes, 20u * 8u);
+  group.stop(0ms);
 }
 
 }  // namespace

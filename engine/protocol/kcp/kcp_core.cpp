@@ -150,6 +150,17 @@ struct Session {
   std::uint64_t last_recv_ms = 0;
   std::uint64_t queued_bytes = 0;  // payload bytes in snd_queue and snd_buf
 
+  // Intake: held by the application, or waiting for the rate buckets to refill (until
+  // rate_ready_ms); either way whole messages wait in `pending`.
+  bool held = false;
+  bool rate_wait = false;
+  std::uint32_t complete = 0;  // whole messages in `pending`
+  double intake_messages = 0, intake_bytes = 0;
+  std::uint64_t intake_filled_ms = 0;
+  std::uint64_t rate_ready_ms = 0;
+
+  // pending: segments received in order and not yet delivered: whole messages waiting for
+  // the intake, then at most one message still missing fragments.
   SegList snd_queue, snd_buf, rcv_buf, pending;
   std::vector<Ack> acks;  // capacity fixed at 2 x rcv_wnd when the slot is first used
   std::size_t ack_count = 0;
@@ -172,6 +183,9 @@ struct KcpCore::Impl {
       fec_cache =
           std::make_unique<FecCache>(cfg.fec_data_shards, cfg.fec_parity_shards, cfg.fec_groups);
     mss = cfg.mtu - kHeaderSize - (cfg.send_fec ? kFecHeaderSize : 0);
+    if (cfg.refused_ms == 0) cfg.refused_ms = cfg.idle_timeout_ms;
+    refused.resize(cfg.refused_limit);
+    refused_index.reserve(cfg.refused_limit);
   }
 
   KcpConfig cfg;
@@ -189,8 +203,53 @@ struct KcpCore::Impl {
   Session* dirty_tail = nullptr;
   std::uint64_t now_ms = 0;
 
+  // Sessions the application ended, remembered for refused_ms: a ring (the oldest is forgotten
+  // when it is full) and its index by session key.
+  struct Refused {
+    Endpoint addr;
+    std::uint32_t conv = 0;
+    std::uint64_t until_ms = 0;
+    bool used = false;
+  };
+  std::vector<Refused> refused;
+  std::size_t refused_next = 0;
+  base::PeerTable<std::uint32_t> refused_index{base::mix64(cfg.random_seed ^ 0x7265667573656400)};
+
   static base::PeerKey key_of(const Endpoint& e, std::uint32_t conv) {
     return base::PeerKey(e, static_cast<std::uint16_t>(conv ^ (conv >> 16)));
+  }
+
+  void forget_refused(std::uint32_t i) {
+    Refused& r = refused[i];
+    if (!r.used) return;
+    r.used = false;
+    const base::PeerKey k = key_of(r.addr, r.conv);
+    if (const std::uint32_t* at = refused_index.find(k); at != nullptr && *at == i)
+      refused_index.erase(k);
+  }
+
+  void remember_refused(const Session& s) {
+    if (refused.empty()) return;
+    const auto i = static_cast<std::uint32_t>(refused_next);
+    refused_next = (refused_next + 1) % refused.size();
+    forget_refused(i);
+    const base::PeerKey k = key_of(s.addr, s.conv);
+    if (const std::uint32_t* at = refused_index.find(k); at != nullptr) forget_refused(*at);
+    refused[i] = Refused{s.addr, s.conv, now_ms + cfg.refused_ms, true};
+    refused_index.insert(k, i);
+  }
+
+  // Asked only about segments that would otherwise open a session.
+  bool is_refused(const Endpoint& from, std::uint32_t conv) {
+    if (refused_index.size() == 0) return false;
+    const std::uint32_t* at = refused_index.find(key_of(from, conv));
+    if (at == nullptr) return false;
+    const std::uint32_t i = *at;
+    const Refused& r = refused[i];
+    if (r.conv != conv || !(r.addr == from)) return false;
+    if (r.until_ms > now_ms) return true;
+    forget_refused(i);
+    return false;
   }
 
   Session* get(PeerHandle h) const {
@@ -296,6 +355,7 @@ struct KcpCore::Impl {
     }
     if ((s.rmt_wnd == 0 && !s.snd_queue.empty()) || s.probe != 0)
       at = std::min(at, now_ms + cfg.interval_ms);
+    if (s.rate_wait) at = std::min(at, s.rate_ready_ms);
     s.timer.owner = &s;
     wheel.schedule(s.timer, std::max(at, now_ms + 1));
   }
@@ -369,6 +429,7 @@ struct KcpCore::Impl {
       }
     }
     if (s == nullptr) {
+      if (is_refused(from, conv)) return drop(KcpDrop::refused);
       const bool push = static_cast<std::uint8_t>(in[4]) == kCmdPush;
       if (!push || rd32(in.data() + 12) >= cfg.rcv_wnd) return drop(KcpDrop::unknown_session);
       s = open(now_ms, from, conv);
@@ -518,32 +579,110 @@ struct KcpCore::Impl {
     g->len = len;
     if (len != 0) std::memcpy(g->data.data(), data, len);
     s.rcv_buf.insert_before(at != nullptr ? at->next : s.rcv_buf.head, g);
-    while (s.rcv_buf.head != nullptr && s.rcv_buf.head->sn == s.rcv_nxt) {
+    pull_in_order(s);
+    release(s);
+  }
+
+  // rcv_buf's in-order head into `pending` while the waiting messages leave room: a held
+  // session's rcv_nxt stops there, so what it holds is bounded by twice its window.
+  void pull_in_order(Session& s) {
+    while (s.rcv_buf.head != nullptr && s.rcv_buf.head->sn == s.rcv_nxt &&
+           s.pending.n < cfg.rcv_wnd) {
       Seg* h = s.rcv_buf.head;
       s.rcv_buf.remove(h);
       ++s.rcv_nxt;
-      deliver(s, h);
+      collect(s, h);
     }
   }
 
-  // In order: collects a message's fragments (frg counts down to 0) and emits it whole.
-  void deliver(Session& s, Seg* g) {
-    if (s.pending.tail != nullptr && g->frg + 1u != s.pending.tail->frg) {
-      // The sender broke its own countdown: what was collected can never complete.
+  // In order: a message's fragments count frg down to 0.
+  void collect(Session& s, Seg* g) {
+    if (s.pending.tail != nullptr && s.pending.tail->frg != 0 &&
+        g->frg + 1u != s.pending.tail->frg) {
+      // The sender broke its own countdown: the message being collected can never complete.
       drop(KcpDrop::bad_fragment);
-      pool.give_all(s.pending);
+      while (s.pending.tail != nullptr && s.pending.tail->frg != 0) {
+        Seg* t = s.pending.tail;
+        s.pending.remove(t);
+        pool.give(t);
+      }
     }
     s.pending.push_back(g);
-    if (g->frg != 0) return;
-    std::size_t total = 0;
-    for (Seg* x = s.pending.head; x != nullptr; x = x->next) total += x->len;
+    if (g->frg == 0) ++s.complete;
+  }
+
+  // HostCore's intake buckets (engine/protocol/intake.cpp), per session. False: the message
+  // waits, and rate_ready_ms says when the buckets will have refilled enough.
+  bool meter(Session& s, std::size_t bytes) {
+    if (cfg.intake_rate == 0 && cfg.intake_bandwidth == 0) return true;
+    const double rate = cfg.intake_rate;
+    const double bandwidth = cfg.intake_bandwidth;
+    if (s.intake_filled_ms == 0) {
+      s.intake_messages = rate;
+      s.intake_bytes = bandwidth;
+    } else {
+      const double seconds = static_cast<double>(now_ms - s.intake_filled_ms) / 1000.0;
+      s.intake_messages = std::min(rate, s.intake_messages + seconds * rate);
+      s.intake_bytes = std::min(bandwidth, s.intake_bytes + seconds * bandwidth);
+    }
+    s.intake_filled_ms = std::max<std::uint64_t>(now_ms, 1);
+    const double size = static_cast<double>(bytes);
+    double wait_s = 0;
+    if (rate != 0 && s.intake_messages < 1) wait_s = (1 - s.intake_messages) / rate;
+    if (bandwidth != 0 && s.intake_bytes < std::min(size, bandwidth))
+      wait_s = std::max(wait_s, (std::min(size, bandwidth) - s.intake_bytes) / bandwidth);
+    if (wait_s > 0) {
+      s.rate_ready_ms = now_ms + static_cast<std::uint64_t>(wait_s * 1000.0) + 1;
+      return false;
+    }
+    s.intake_messages -= 1;
+    s.intake_bytes -= size;
+    return true;
+  }
+
+  // Delivers the whole messages at the head of `pending` as far as the intake lets them.
+  // `announce_window`: tell the sender its window reopened (stopped at 0, it would otherwise
+  // find out only from its next probe, seconds later).
+  void release(Session& s, bool announce_window = false) {
+    bool any = false;
+    while (s.complete != 0 && !s.held && !s.rate_wait) {
+      std::size_t total = 0;
+      for (Seg* x = s.pending.head; x != nullptr; x = x->next) {
+        total += x->len;
+        if (x->frg == 0) break;
+      }
+      if (!meter(s, total)) {
+        s.rate_wait = true;
+        ++counters.intake_waits;
+        // flush() reschedules it, and the wheel wakes it when the buckets have refilled.
+        mark_dirty(s);
+        break;
+      }
+      deliver(s, total);
+      any = true;
+      // Room in `pending` again: what waited in rcv_buf behind a full one moves up.
+      if (s.complete == 0) pull_in_order(s);
+    }
+    if (any && announce_window) {
+      s.probe |= kAskTell;
+      mark_dirty(s);
+    }
+  }
+
+  // Emits the head message of `pending`, `total` bytes, whole.
+  void deliver(Session& s, std::size_t total) {
     Packet pkt = Packet::allocate(total);
     std::byte* w = pkt.mutable_bytes().data();
-    for (Seg* x = s.pending.head; x != nullptr; x = x->next) {
+    for (;;) {
+      Seg* x = s.pending.head;
       if (x->len != 0) std::memcpy(w, x->data.data(), x->len);
       w += x->len;
+      const bool last = x->frg == 0;
+      s.pending.remove(x);
+      pool.give(x);
+      if (last) break;
     }
-    pool.give_all(s.pending);
+    --s.complete;
     Event& ev = events.append();
     ev.type = EventType::receive;
     ev.peer = handle(s);
@@ -746,6 +885,10 @@ struct KcpCore::Impl {
         close(s, DisconnectReason::timeout);
         return;
       }
+      if (s.rate_wait && s.rate_ready_ms <= now_ms) {
+        s.rate_wait = false;
+        release(s, true);
+      }
       mark_dirty(s);
     });
     Writer w{out};
@@ -775,6 +918,8 @@ struct KcpCore::Impl {
     Session* s = get(h);
     if (s == nullptr) return SendResult::not_connected;
     std::size_t len = bytes.size();
+    if (cfg.max_queued_bytes != 0 && s->queued_bytes + len > cfg.max_queued_bytes)
+      return SendResult::queue_full;
     const std::byte* p = bytes.data();
     if (cfg.stream && s->snd_queue.tail != nullptr && s->snd_queue.tail->len < mss) {
       Seg* t = s->snd_queue.tail;
@@ -823,6 +968,9 @@ PeerHandle KcpCore::connect(std::uint64_t now_us, const Endpoint& to, std::uint3
   Impl& m = *impl_;
   m.now_ms = std::max(m.now_ms, now_us / 1000);
   if (m.table.find(Impl::key_of(to, conv)) != nullptr) return {};
+  // The application asks for this session again: it is no longer refused.
+  if (const std::uint32_t* at = m.refused_index.find(Impl::key_of(to, conv)); at != nullptr)
+    m.forget_refused(*at);
   Session* s = m.open(m.now_ms, to, conv);
   return s != nullptr ? Impl::handle(*s) : PeerHandle{};
 }
@@ -832,7 +980,27 @@ SendResult KcpCore::send(PeerHandle session, std::span<const std::byte> bytes) {
 }
 
 void KcpCore::disconnect(PeerHandle session) {
-  if (Session* s = impl_->get(session); s != nullptr) impl_->close(*s, DisconnectReason::none);
+  Session* s = impl_->get(session);
+  if (s == nullptr) return;
+  impl_->remember_refused(*s);
+  impl_->close(*s, DisconnectReason::none);
+}
+
+void KcpCore::hold(PeerHandle session, bool held) {
+  Impl& m = *impl_;
+  Session* s = m.get(session);
+  if (s == nullptr || s->held == held) return;
+  s->held = held;
+  if (held) {
+    ++m.counters.holds;
+    return;
+  }
+  m.release(*s, true);
+}
+
+bool KcpCore::held(PeerHandle session) const {
+  const Session* s = impl_->get(session);
+  return s != nullptr && s->held;
 }
 
 std::size_t KcpCore::flush(std::uint64_t now_us, std::span<KcpDatagram> out) {
@@ -859,6 +1027,9 @@ bool KcpCore::session_stats(PeerHandle session, KcpSessionStats& out) const {
   out.queued = s->snd_queue.n;
   out.queued_bytes = s->queued_bytes;
   out.fec_seen = s->fec_seen;
+  out.held = s->held;
+  out.recv_window = impl_->wnd_unused(*s);
+  out.waiting = s->pending.n;
   return true;
 }
 

@@ -59,7 +59,8 @@ inline constexpr std::uint32_t kMaxMtu = 1500;
   X(unexpected_ack, "ACK for nothing in flight")                                       \
   X(fec_truncated, "FEC data shard shorter than its header or its size field")         \
   X(fec_parity, "FEC parity shard with recovery off (fec_groups 0): ignored")              \
-  X(fec_mismatch, "FEC shard whose type contradicts the configured shard counts")
+  X(fec_mismatch, "FEC shard whose type contradicts the configured shard counts")        \
+  X(refused, "segment of a session the application ended, within refused_ms: not acknowledged")
 // clang-format on
 
 enum class KcpDrop : std::uint8_t { TERN_KCP_DROP_REASONS(TERN_DROP_ENUMERATOR) count_ };
@@ -94,6 +95,24 @@ struct KcpConfig {
   std::uint32_t fec_data_shards = 10;
   std::uint32_t fec_parity_shards = 3;
   std::size_t fec_groups = 32;
+  // Sessions the application ended (disconnect) stay refused: their (address, port, conv) is
+  // remembered for refused_ms (0: idle_timeout_ms), at most refused_limit of them (the oldest
+  // forgotten first), and their segments are dropped (KcpDrop::refused) without an ack or a
+  // new session. Otherwise a client that keeps sending would open a new session at once,
+  // whose messages would be acknowledged for an application that wants none of them.
+  std::size_t refused_limit = 1024;
+  std::uint32_t refused_ms = 0;
+  // Per session: messages per second (intake_rate) and payload bytes per second
+  // (intake_bandwidth) delivered, 0 = no limit; each bucket holds one second's worth, and a
+  // message larger than a full byte bucket still passes then. Over them, complete messages wait
+  // in the receive window (acknowledged, in order) for the buckets to refill; the window the
+  // session advertises shrinks as they pile up and its sender stops at 0 (KCP's own flow
+  // control), so nothing is dropped. hold() does the same for as long as the application asks.
+  std::uint32_t intake_rate = 0;
+  std::uint32_t intake_bandwidth = 0;
+  // Per session: payload bytes queued or unacknowledged beyond which send() returns queue_full
+  // (0 = no limit): what a receiver that does not keep up can make this host hold.
+  std::uint64_t max_queued_bytes = 0;
   std::uint64_t random_seed = 0x6b6370;
 };
 
@@ -115,6 +134,8 @@ struct KcpCounters {
   std::uint64_t window_probes = 0;
   std::uint64_t fec_parity_in = 0;  // parity shards received
   std::uint64_t fec_recovered = 0;  // data shards rebuilt from parity
+  std::uint64_t intake_waits = 0;   // a complete message waited for intake_rate/_bandwidth
+  std::uint64_t holds = 0;          // hold(session, true) on a session not held
   KcpDropCounters drops;
 };
 
@@ -136,6 +157,9 @@ struct KcpSessionStats {
   std::uint32_t queued = 0;        // segments waiting for the send window
   std::uint64_t queued_bytes = 0;  // payload bytes of in_flight and queued segments
   bool fec_seen = false;           // the peer frames with kcp-go's FEC header
+  bool held = false;               // hold(session, true)
+  std::uint32_t recv_window = 0;   // the receive window it advertises now (segments)
+  std::uint32_t waiting = 0;       // received in order, not yet delivered (segments)
 };
 
 class KcpCore {
@@ -154,8 +178,17 @@ class KcpCore {
   // Message mode: one message, fragmented with frg when above the MSS (at most rcv_wnd - 1
   // fragments, as KCP's receivers require). Stream mode: bytes appended to the stream.
   SendResult send(PeerHandle session, std::span<const std::byte> bytes);
-  // KCP has no goodbye: the session is forgotten at once (no event); the peer times out.
+  // KCP has no goodbye: the session is forgotten at once (no event), and its (address, port,
+  // conv) refused for KcpConfig::refused_ms, so the peer's segments go unacknowledged until
+  // it gives up (its dead link) rather than opening a new session.
   void disconnect(PeerHandle session);
+  // Back-pressure through KCP's window: while held, the session's messages are received and
+  // acknowledged but not delivered; they wait, in order, in its receive window, which it
+  // advertises shrinking until 0, when its sender stops (and probes the window). On release
+  // they are delivered at once (events before the next flush), and the reopened window is
+  // announced (WINS). Nothing is dropped. Works with any KCP sender.
+  void hold(PeerHandle session, bool held);
+  bool held(PeerHandle session) const;
 
   std::size_t flush(std::uint64_t now_us, std::span<KcpDatagram> out);
   bool poll_event(Event& out);
