@@ -4,22 +4,28 @@
 
 namespace tern::proto {
 
+// Once a channel has wide slots its commands go there first, and its own slots only drain:
+// behind a backlog the commands a round trip apart then sit in one table, consecutive, and an
+// acknowledgement's lookup reads one line of it for several commands, where taking the own
+// slots first spread them over both tables (two lines, often cold, per lookup).
 inline void HostCore::Impl::track_unacked(Peer& p, OutCmd* c) {
   if (Channel* ch = command_channel(p, c->channel_id)) {
-    if (ch->unacked.claim(c)) return;
-    if (ch->wide == nullptr) {
+    if (ch->wide != nullptr) {
+      if (ch->wide->claim(c) || ch->unacked.claim(c)) return;
+    } else {
+      if (ch->unacked.claim(c)) return;
       ch->wide = wide_pool.get();
       ++p.queues->wide_channels;  // c is queued there
+      if (ch->wide->claim(c)) return;
     }
-    if (ch->wide->claim(c)) return;
   }
   unacked.insert(unacked_key(p, c->channel_id, c->reliable_seq), c);
 }
 
 inline void HostCore::Impl::untrack_unacked(Peer& p, OutCmd* c) {
   if (Channel* ch = command_channel(p, c->channel_id)) {
-    if (ch->unacked.release(c)) return;
     if (ch->wide != nullptr && ch->wide->release(c)) return;
+    if (ch->unacked.release(c)) return;
   }
   unacked.erase(unacked_key(p, c->channel_id, c->reliable_seq));
 }
@@ -27,12 +33,17 @@ inline void HostCore::Impl::untrack_unacked(Peer& p, OutCmd* c) {
 inline OutCmd* HostCore::Impl::find_unacked(const Peer& p, std::uint8_t channel_id,
                                             std::uint16_t seq) const {
   if (const Channel* ch = command_channel(p, channel_id)) {
-    if (OutCmd* c = ch->unacked.find(seq)) return c;
-    if (ch->wide != nullptr) {
-      if (OutCmd* c = ch->wide->find(seq)) return c;
-    }
+    if (OutCmd* c = find_in_channel(*ch, seq)) return c;
   }
   return unacked.size() != 0 ? unacked.find(unacked_key(p, channel_id, seq)) : nullptr;
+}
+
+// The channel's slots, in the order track_unacked fills them.
+inline OutCmd* HostCore::Impl::find_in_channel(const Channel& ch, std::uint16_t seq) {
+  if (ch.wide != nullptr) {
+    if (OutCmd* c = ch.wide->find(seq)) return c;
+  }
+  return ch.unacked.find(seq);
 }
 
 // enet_protocol_remove_sent_reliable_command

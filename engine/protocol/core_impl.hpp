@@ -469,6 +469,7 @@ struct HostCore::Impl {
   void track_unacked(Peer& p, OutCmd* c);
   void untrack_unacked(Peer& p, OutCmd* c);
   OutCmd* find_unacked(const Peer& p, std::uint8_t channel_id, std::uint16_t seq) const;
+  static OutCmd* find_in_channel(const Channel& ch, std::uint16_t seq);
   Cmd remove_sent_reliable(Peer& p, std::uint16_t seq, std::uint8_t channel_id);
   Cmd remove_acked(Peer& p, OutCmd* found);
   Handled handle_acknowledge(Peer& p, const Command& cmd);

@@ -127,38 +127,44 @@ struct AckChunk {
 // Commands in flight by reliable sequence number modulo N, each slot tagged with the sequence
 // number it holds: an acknowledgement finds its command, or learns that the slot holds another,
 // from the table alone. The command itself was written a round trip ago and has usually left
-// the cache; looking at an occupant to learn it is the wrong one cost a miss per ack.
+// the cache; looking at an occupant to learn it is the wrong one cost a miss per ack. The tag
+// rides in the address's top 16 bits (user-space addresses have them clear), so a slot is 8
+// bytes and the slots of a connection's consecutive commands share lines: a table of addresses
+// beside one of tags cost two misses where this costs one. A command at an address that uses
+// those bits is not taken (claim fails, and the host-wide index holds it).
 template <std::size_t N>
 struct UnackedSlots {
-  std::array<OutCmd*, N> cmd{};
-  std::array<std::uint16_t, N> seq{};
+  static constexpr unsigned kTagShift = 48;
+  static constexpr std::uint64_t kAddressMask = (std::uint64_t{1} << kTagShift) - 1;
+  std::array<std::uint64_t, N> slot{};  // 0: free
 
+  static std::uint64_t address(const OutCmd* c) { return reinterpret_cast<std::uintptr_t>(c); }
   OutCmd* find(std::uint16_t s) const {
-    OutCmd* c = cmd[s % N];
-    return c != nullptr && seq[s % N] == s ? c : nullptr;
+    const std::uint64_t v = slot[s % N];
+    return v != 0 && v >> kTagShift == s ? reinterpret_cast<OutCmd*>(v & kAddressMask) : nullptr;
   }
   bool claim(OutCmd* c) {
     const std::size_t i = c->reliable_seq % N;
-    if (cmd[i] != nullptr) return false;
-    cmd[i] = c;
-    seq[i] = c->reliable_seq;
+    if (slot[i] != 0 || address(c) > kAddressMask) return false;
+    slot[i] = address(c) | std::uint64_t{c->reliable_seq} << kTagShift;
     return true;
   }
   bool release(const OutCmd* c) {
     const std::size_t i = c->reliable_seq % N;
-    if (cmd[i] != c) return false;
-    cmd[i] = nullptr;
+    if (slot[i] != (address(c) | std::uint64_t{c->reliable_seq} << kTagShift)) return false;
+    slot[i] = 0;
     return true;
   }
   bool empty() const {
-    return std::all_of(cmd.begin(), cmd.end(), [](const OutCmd* c) { return c == nullptr; });
+    return std::all_of(slot.begin(), slot.end(), [](std::uint64_t v) { return v == 0; });
   }
 };
 
 // A channel's own slots: consecutive sequence numbers share lines, so the slot an
 // acknowledgement names is usually in cache next to the ones its predecessors named, where a
 // host-wide hash scatters them. A command whose slot is taken (more than this many sequence
-// numbers behind the newest in flight: a backlog) goes to the channel's wide slots.
+// numbers behind the newest in flight: a backlog) goes to the channel's wide slots, and so
+// does every later one while the channel has them (track_unacked).
 inline constexpr std::size_t kChannelUnackedSlots = 32;
 
 // A backlogged channel's slots: taken (from a pool) when the channel's own slots collide, and

@@ -59,11 +59,8 @@ inline std::size_t HostCore::Impl::find_range(const Peer& p, std::uint8_t channe
                                               std::array<OutCmd*, kAckRangeSpan>& found) const {
   const Channel* ch = channel_if(p, channel_id);
   if (ch != nullptr) {
-    for_each_in_range(seq, bits, [&](std::uint16_t s) {
-      OutCmd* c = ch->unacked.find(s);
-      if (c == nullptr && ch->wide != nullptr) c = ch->wide->find(s);
-      detail::prefetch_line(c);
-    });
+    for_each_in_range(seq, bits,
+                      [&](std::uint16_t s) { detail::prefetch_line(find_in_channel(*ch, s)); });
   }
   std::size_t n = 0;
   for_each_in_range(seq, bits, [&](std::uint16_t s) {

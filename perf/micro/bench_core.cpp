@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <deque>
 #include <memory>
 #include <vector>
@@ -323,13 +324,23 @@ struct FanoutRig {
     return any;
   }
 
+  // The server's iterations once warmed up, out of line so that `micro/misses.py` can count
+  // their cache misses alone (callgrind's --toggle-collect).
+  bool measuring = false;
+  [[gnu::noinline]] bool serve_measured(std::size_t& received, std::uint64_t& spent) {
+    return iterate(*server, kClientEp, to_server_q, to_client_q, true, received, spent);
+  }
+  bool serve(std::size_t& received, std::uint64_t& spent) {
+    if (measuring) return serve_measured(received, spent);
+    return iterate(*server, kClientEp, to_server_q, to_client_q, true, received, spent);
+  }
+
   // Alternates the two sides until both are quiet; returns the copies the clients received.
   std::size_t exchange(bool timed) {
     std::size_t received = 0;
     std::uint64_t s = 0, c = 0;
     for (int round = 0; round < 1000; ++round) {
-      const bool server_busy =
-          iterate(*server, kClientEp, to_server_q, to_client_q, true, received, s);
+      const bool server_busy = serve(received, s);
       const bool client_busy =
           iterate(*client, kServerEp, to_client_q, hold_ticks == 0 ? to_server_q : held.back(),
                   false, received, c);
@@ -399,6 +410,7 @@ void BM_RelayFanout(benchmark::State& state) {
   for (std::size_t i = 0; i < 5 + hold * 20; ++i) rig.tick();
   rig.server_ns = rig.client_ns = rig.copies = 0;
   const std::uint64_t warmup_retransmits = rig.server->counters().retransmits;
+  rig.measuring = true;
   for (auto _ : state) {
     if (rig.tick() != expected) {
       state.SkipWithError("a tick lost copies");
@@ -417,6 +429,18 @@ void BM_RelayFanout(benchmark::State& state) {
 // Arguments: clients, room size, ticks the acknowledgements are held (0: none, each tick's
 // copies are acknowledged within it; 16: about 112 copies per client in flight).
 BENCHMARK(BM_RelayFanout)->Args({1000, 8, 0})->Args({1000, 8, 16})->Unit(benchmark::kMicrosecond);
+// A fixed number of ticks, for counts that must repeat (micro/misses.py runs it under
+// callgrind): TERN_FANOUT_TICKS=N adds BM_RelayFanout/.../iterations:N.
+const bool fanout_fixed = [] {
+  const char* ticks = std::getenv("TERN_FANOUT_TICKS");
+  if (ticks == nullptr) return false;
+  benchmark::RegisterBenchmark("BM_RelayFanout", BM_RelayFanout)
+      ->Args({1000, 8, 0})
+      ->Args({1000, 8, 16})
+      ->Iterations(std::atoi(ticks))
+      ->Unit(benchmark::kMicrosecond);
+  return true;
+}();
 
 }  // namespace
 
