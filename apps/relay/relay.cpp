@@ -513,14 +513,14 @@ void Relay::relay_message(rt::Shard& s, Event& ev, Member* m) {
   RelayShardStats& stats = *stats_[s.index()];
   auto drop = [&](RelayDrop d) { stats.drops.add(d); };
   const std::size_t me = s.index();
+  const bool reliable = is_reliable(ev.delivery);
   if (m == nullptr || m->room == 0) {
     drop(RelayDrop::no_room);
-    // KCP acknowledged it already: relayed to no one, the session must not stay as if it had
-    // been (a refused one is `leaving` already).
-    if (m != nullptr && rt::Shard::is_kcp(ev.peer)) drop_member(s, *m, kNotJoined);
+    // Acknowledged already (every KCP message, an ENet reliable one): relayed to no one, so
+    // the sender must not stay on as if it had been (a refused one is `leaving` already).
+    if (m != nullptr && (reliable || rt::Shard::is_kcp(ev.peer))) drop_member(s, *m, kNotJoined);
     return;
   }
-  const bool reliable = is_reliable(ev.delivery);
   if (ev.packet.size() > config_.max_message_size) {
     drop(RelayDrop::too_large);
     // Acknowledged already: relayed to no one, so the sender must not stay on as if it had

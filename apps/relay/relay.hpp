@@ -54,7 +54,7 @@ namespace tern::relay {
 // Every one is counted; none is a reliable copy the relay acknowledged (those are delivered or
 // their receiver disconnected).
 #define TERN_RELAY_DROPS(X)                                                                \
-  X(no_room, "message from a client that joined no room (a KCP member is disconnected)")   \
+  X(no_room, "message from a client in no room (an acknowledged one disconnects: data 6)")   \
   X(room_full, "connect refused: the room is at its size limit")                           \
   X(peer_limit, "connect refused: the relay is at its peer limit")                         \
   X(too_large, "message larger than limits.message_size (a reliable one disconnects)")     \
@@ -70,8 +70,9 @@ inline constexpr std::uint32_t kSlowConsumer = 2;     // could not keep up with 
 inline constexpr std::uint32_t kMessageTooLarge = 3;  // sent a reliable message over the limit
 inline constexpr std::uint32_t kKicked = 4;           // POST /admin/kick
 inline constexpr std::uint32_t kBanned = 5;           // its address is banned (POST /admin/ban)
-// A KCP member whose message came before it joined a room (or whose conv names none): KCP
-// acknowledged the message already, so the session cannot stay as if it had been relayed.
+// A member in no room (connect data 0, or a KCP member before its join) sent a message the
+// relay acknowledged (any KCP message, an ENet reliable one): it reached no one, so the client
+// cannot stay as if it had been relayed.
 inline constexpr std::uint32_t kNotJoined = 6;
 
 enum class RelayDrop : std::uint8_t { TERN_RELAY_DROPS(TERN_DROP_ENUMERATOR) count_ };

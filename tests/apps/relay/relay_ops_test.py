@@ -350,6 +350,20 @@ with tempfile.TemporaryDirectory() as d:
         status, _ = http("POST", base + "/admin/kick?peer=nonsense", token=TOKEN)
         check(status == 400, f"kick with a bad peer: 400 ({status})")
 
+        # Connect data 0 joins no room: the relay acknowledges the client's reliable message
+        # and can relay it to no one, so the client is disconnected with data 6, not left on as
+        # if it had been relayed.
+        roomless = members.connect(0)
+        check(members.port_of(roomless) is not None, "a client with connect data 0 connected")
+        no_room_before = samples(scrape(metrics), "tern_relay_drops_total").get(
+            '{reason="no_room"}', 0)
+        members.send(f"send {roomless} 1 16")
+        line = members.expect(rf"disconnected {roomless} data=\d+")
+        check(line == f"disconnected {roomless} data=6",
+              f"the roomless client's reliable message ended it with data 6: {line!r}")
+        check(samples(scrape(metrics), "tern_relay_drops_total").get('{reason="no_room"}', 0)
+              == no_room_before + 1, "its message counted as drops_total{reason=no_room}")
+
         # Ban: 127.0.0.2's clients are disconnected (data 5) and its connects refused; the
         # 127.0.0.1 clients are not touched.
         banned = [members.connect(101, "127.0.0.2") for _ in range(2)]
