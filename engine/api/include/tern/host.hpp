@@ -240,6 +240,7 @@ class Host {
   // connection is encrypted. A server that does not take the token leaves it to time out.
   PeerHandle connect_secure(const Endpoint& address, std::size_t channel_count, std::uint32_t data,
                             const ConnectToken& token);
+  // At the channel's default level (ChannelOptions::priority: medium unless a rule says).
   SendResult send(PeerHandle peer, std::uint8_t channel, Delivery delivery, Packet payload);
   SendResult send(PeerHandle peer, std::uint8_t channel, Delivery delivery,
                   std::span<const std::byte> payload);
