@@ -9,7 +9,8 @@ Scenarios (--only takes a comma-separated subset):
   echo      1000 peers (flows), 1 and 8 in flight each, unreliable and reliable:
             msgs/s, server CPU us per message and per datagram
   tick      4000 peers x 30 msg/s unreliable: server CPU %
-  idle      4000 idle connected peers: server CPU %, ping-pong RTT with them vs alone
+  idle      4000 idle connected peers (tern socket and io_uring, libenet): server CPU %,
+            ping-pong RTT with them vs alone
   connect   4000 clients connecting at once: connect_ms
   busypoll  ping-pong RTT with busy-polling server and client (tern --idle busy vs
             raw-udp-echo --busy-poll + raw-udp-flood --busy-poll), plus sleeping baselines
@@ -515,7 +516,7 @@ class Bench:
                 yield server, f"{server} {c['peers']}x{c['rate']}Hz", \
                     lambda tmp, s=server: self.cell_load(s, tmp, **c)
         elif scenario == "idle":
-            for server in ("tern-socket", "libenet"):
+            for server in ("tern-socket", "tern-uring", "libenet"):
                 yield server, f"{server} {c['peers']} idle", \
                     lambda tmp, s=server: self.cell_idle(s, tmp, **c)
         elif scenario == "connect":

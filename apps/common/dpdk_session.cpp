@@ -6,6 +6,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cstdio>
 
 namespace tern::app {
@@ -72,6 +74,28 @@ Endpoint dpdk_client_bind(const DpdkOptions& o) {
   const std::uint16_t port =
       o.local_port != 0 ? o.local_port : static_cast<std::uint16_t>(40000 + ::getpid() % 20000);
   return Endpoint::v4(link.ipv4, port);
+}
+
+std::size_t dpdk_send_forged(rt::Driver& driver, std::span<const ForgedDatagram> datagrams) {
+  auto* dpdk = dynamic_cast<drv::DpdkDriver*>(&driver);
+  if (dpdk == nullptr) return 0;
+  constexpr std::size_t kBatch = 32;
+  std::array<Endpoint, kBatch> from;
+  std::array<rt::TxFrame, kBatch> frames;
+  std::size_t taken = 0;
+  while (!datagrams.empty()) {
+    const std::size_t n = std::min(datagrams.size(), kBatch);
+    for (std::size_t i = 0; i < n; ++i) {
+      from[i] = datagrams[i].from;
+      frames[i] = rt::TxFrame{datagrams[i].to, datagrams[i].bytes};
+    }
+    const std::size_t k =
+        dpdk->tx_burst_from(std::span(from.data(), n), std::span(frames.data(), n));
+    taken += k;
+    if (k < n) break;
+    datagrams = datagrams.subspan(n);
+  }
+  return taken;
 }
 
 }  // namespace tern::app

@@ -9,8 +9,14 @@
 
 #include <tern/endpoint.hpp>
 
+#include <cstddef>
 #include <memory>
+#include <span>
 #include <string>
+
+namespace tern::rt {
+class Driver;
+}  // namespace tern::rt
 
 namespace tern::app {
 
@@ -48,5 +54,16 @@ class DpdkSession {
 // Where a client group binds: the configured IPv4 address and --dpdk-local-port (or
 // 40000 + pid % 20000). Only after DpdkSession::open() succeeded.
 Endpoint dpdk_client_bind(const DpdkOptions& options);
+
+// A datagram from an address and port that are not ours (tern-loadgen's forged CONNECT flood).
+struct ForgedDatagram {
+  Endpoint from;
+  Endpoint to;
+  std::span<const std::byte> bytes;
+};
+// Sends them on `driver`'s queue, which must be a DPDK driver (drv::DpdkDriver::tx_burst_from),
+// from the thread that owns it (a task posted to its shard). Returns how many the queue took;
+// 0 for any other driver and in builds without DPDK.
+std::size_t dpdk_send_forged(rt::Driver& driver, std::span<const ForgedDatagram> datagrams);
 
 }  // namespace tern::app

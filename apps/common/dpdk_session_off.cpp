@@ -33,4 +33,6 @@ bool DpdkSession::open(const DpdkOptions&, unsigned, std::string& error) {
 
 Endpoint dpdk_client_bind(const DpdkOptions&) { return Endpoint::v4(0, 0); }
 
+std::size_t dpdk_send_forged(rt::Driver&, std::span<const ForgedDatagram>) { return 0; }
+
 }  // namespace tern::app

@@ -19,11 +19,15 @@
 #include "common/little_endian.hpp"
 #include "common/signals.hpp"
 
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cinttypes>
 #include <cstdarg>
@@ -62,6 +66,12 @@ constexpr std::array<std::byte, 1> kProbe{std::byte{0}};
 // or three lines (1,024 bits) cost a cache miss per copy that this one mostly avoids.
 constexpr std::size_t kWindowWords = 7;
 constexpr std::size_t kWindowBits = kWindowWords * 64;
+// --flood-rate: a libenet 1.3 client's first datagram (header, CONNECT), sent in batches of
+// kFloodBatch from lane 0's shard, at most kFloodCatchUpNs' worth at once after a stall.
+constexpr std::size_t kConnectSize = 52;
+constexpr std::size_t kRawHeaders = 28;  // IPv4 (no options) + UDP, for the raw socket
+constexpr std::size_t kFloodBatch = 32;
+constexpr std::uint64_t kFloodCatchUpNs = 20'000'000;
 
 std::uint64_t now_ns() {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -129,6 +139,8 @@ struct Client {
   bool sender = false;
   bool connected = false;
   bool registered = false;  // --broadcast senders: the relay has counted the join (its probe)
+  bool late = false;        // --late-clients: connects later, alone in its room, idle
+  std::uint64_t connect_start_ns = 0;
 };
 
 struct LoadGen;
@@ -182,6 +194,19 @@ struct alignas(64) Lane {
   // data it gave (tern-relay: 1 shutdown, 2 slow consumer, 3 message too large, ...).
   std::array<std::atomic<std::uint32_t>, kReasonSlots> lost_by_reason{};
   std::array<std::atomic<std::uint32_t>, kRemoteDataSlots> lost_by_remote_data{};
+  // --late-clients on this lane: connect times (µs; main reads them once the shards stopped)
+  // and connections lost after connecting.
+  std::vector<std::uint32_t> late_connect_us;
+  std::atomic<std::uint32_t> late_dropped{0};
+  // --flood-rate (lane 0 only): the raw socket (kernel drivers) or the DPDK driver it sends
+  // on, CONNECTs due so far, and those the socket or queue took.
+  bool flood_owner = false;
+  int flood_fd = -1;
+  rt::Driver* flood_driver = nullptr;
+  std::uint64_t flood_due = 0;
+  std::uint32_t flood_seq = 0;
+  std::atomic<std::uint64_t> flood_sent{0};
+  std::atomic<std::uint64_t> flood_last_ns{0};
   // By send time (bins of LoadGen::bin_ns from the measured period's start): copies owed by
   // this lane's senders and copies its receivers got, for the live loss figure.
   std::unique_ptr<std::atomic<std::uint64_t>[]> expected_bins;
@@ -201,8 +226,139 @@ struct LoadGen {
   std::atomic<std::uint64_t> end_ns{0};
   std::atomic<std::uint64_t> snapshot_gen{0};  // main asks every lane for a progress snapshot
   std::atomic<bool> finishing{false};
+  std::atomic<std::uint64_t> flood_start_ns{0};  // --flood-rate: [flood_start_ns, flood_end_ns)
+  std::atomic<std::uint64_t> flood_end_ns{0};
   std::vector<std::unique_ptr<Lane>> lanes;
 };
+
+// The DPDK driver of the client shard (one group of one shard), for the forged flood: drivers
+// are opened on their shard's thread, and only a task posted to that shard may use it.
+std::atomic<rt::Driver*> dpdk_client_driver{nullptr};
+
+std::unique_ptr<rt::Driver> open_client_driver(const rt::DriverSpec& spec, std::string& error) {
+  auto d = rt::open_driver(spec, error);
+  if (d != nullptr && spec.kind == rt::DriverKind::dpdk) {
+    dpdk_client_driver.store(d.get(), std::memory_order_release);
+  }
+  return d;
+}
+
+void put16be(std::byte* p, std::uint32_t v) {
+  p[0] = static_cast<std::byte>(v >> 8);
+  p[1] = static_cast<std::byte>(v);
+}
+void put32be(std::byte* p, std::uint32_t v) {
+  put16be(p, v >> 16);
+  put16be(p + 2, v & 0xffff);
+}
+
+// A libenet 1.3 client's first datagram, as perf/reference/connect-flood sends it: peer ID
+// 0xFFF, a sent time, CONNECT (acknowledge) with a fresh outgoing peer ID and connect ID.
+void build_connect(std::byte* d, std::uint32_t seed) {
+  put16be(d, 0x8FFF);
+  put16be(d + 2, seed & 0xffff);
+  d[4] = std::byte{2 | 0x80};
+  d[5] = std::byte{0xFF};
+  put16be(d + 6, 1);
+  put16be(d + 8, seed % 4095);
+  d[10] = std::byte{0xFF};
+  d[11] = std::byte{0xFF};
+  put32be(d + 12, 1400);   // MTU
+  put32be(d + 16, 65536);  // window
+  put32be(d + 20, 2);      // channels
+  put32be(d + 24, 0);
+  put32be(d + 28, 0);
+  put32be(d + 32, 5000);
+  put32be(d + 36, 2);
+  put32be(d + 40, 2);
+  put32be(d + 44, seed * 2654435761u);  // connect ID
+  put32be(d + 48, 0);                   // data: no room
+}
+
+// Forged source k: an address of --flood-from (never its first or last) and a port, both
+// spread by a multiplicative hash so consecutive datagrams share neither.
+Endpoint flood_source(const Config& c, std::uint32_t k) {
+  const std::uint32_t h = k * 2654435761u;
+  return Endpoint::v4(c.flood_network + 1 + h % c.flood_hosts,
+                      static_cast<std::uint16_t>(1024 + (h >> 16) % 64512));
+}
+
+// Sends `n` forged CONNECTs; returns how many the raw socket or the DPDK queue took.
+std::size_t send_flood_batch(Lane& lane, const Config& c, std::size_t n) {
+  std::array<std::array<std::byte, kRawHeaders + kConnectSize>, kFloodBatch> buf;
+  if (lane.flood_driver != nullptr) {
+    std::array<app::ForgedDatagram, kFloodBatch> out;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint32_t k = lane.flood_seq++;
+      build_connect(buf[i].data(), k);
+      out[i] = {flood_source(c, k), c.target,
+                std::span<const std::byte>(buf[i].data(), kConnectSize)};
+    }
+    return app::dpdk_send_forged(*lane.flood_driver, std::span(out.data(), n));
+  }
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_addr.s_addr = htonl(c.target.v4_host_order());
+  std::array<iovec, kFloodBatch> iov;
+  std::array<mmsghdr, kFloodBatch> msgs{};
+  const std::uint32_t dst = c.target.v4_host_order();
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint32_t k = lane.flood_seq++;
+    const Endpoint src = flood_source(c, k);
+    std::byte* p = buf[i].data();
+    // IPv4 header: the kernel fills in the checksum and, left 0, the ID (raw(7), IP_HDRINCL).
+    std::memset(p, 0, kRawHeaders);
+    p[0] = std::byte{0x45};
+    put16be(p + 2, kRawHeaders + kConnectSize);
+    p[8] = std::byte{64};
+    p[9] = std::byte{IPPROTO_UDP};
+    put32be(p + 12, src.v4_host_order());
+    put32be(p + 16, dst);
+    // UDP header; checksum 0 ("none", allowed over IPv4).
+    put16be(p + 20, src.port);
+    put16be(p + 22, c.target.port);
+    put16be(p + 24, 8 + kConnectSize);
+    build_connect(p + kRawHeaders, k);
+    iov[i] = {p, kRawHeaders + kConnectSize};
+    msgs[i].msg_hdr.msg_name = &to;
+    msgs[i].msg_hdr.msg_namelen = sizeof to;
+    msgs[i].msg_hdr.msg_iov = &iov[i];
+    msgs[i].msg_hdr.msg_iovlen = 1;
+  }
+  const int sent = ::sendmmsg(lane.flood_fd, msgs.data(), static_cast<unsigned>(n), MSG_DONTWAIT);
+  return sent > 0 ? static_cast<std::size_t>(sent) : 0;
+}
+
+// --flood-rate, on lane 0's shard each tick: the CONNECTs that fell due since the last tick.
+// What the socket or queue refuses is not sent again (a flood does not retry); after a stall
+// at most kFloodCatchUpNs' worth goes out at once.
+void flood_tick(Lane& lane, std::uint64_t now) {
+  const LoadGen& lg = *lane.lg;
+  const Config& c = lg.config;
+  const std::uint64_t start = lg.flood_start_ns.load(std::memory_order_relaxed);
+  if (start == 0 || now < start) return;
+  const std::uint64_t t = std::min(now, lg.flood_end_ns.load(std::memory_order_relaxed));
+  const auto due = static_cast<std::uint64_t>(static_cast<unsigned __int128>(t - start) *
+                                              c.flood_rate / 1'000'000'000);
+  if (due <= lane.flood_due) return;
+  const std::uint64_t cap = c.flood_rate * kFloodCatchUpNs / 1'000'000'000 + kFloodBatch;
+  std::uint64_t want = std::min(due - lane.flood_due, cap);
+  lane.flood_due = due;
+  // DPDK: no more than the transmit backlog can still hold, so the clients' own frames are
+  // never dropped for the flood's; the flood's excess is simply not sent.
+  if (lane.flood_driver != nullptr)
+    want = std::min<std::uint64_t>(want, lane.flood_driver->tx_room());
+  std::uint64_t sent = 0;
+  while (want > 0) {
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(want, kFloodBatch));
+    const std::size_t k = send_flood_batch(lane, c, n);
+    sent += k;
+    want -= n;
+    if (k < n) break;  // the socket or queue is full: the rest of this tick's share is lost
+  }
+  bump(lane.flood_sent, sent);
+  lane.flood_last_ns.store(now, std::memory_order_relaxed);
+}
 
 // Nanoseconds between one client's messages from time `t` on (--rate, then --schedule); 0 for
 // none (paused).
@@ -334,6 +490,12 @@ void on_event(Lane& lane, rt::Shard& shard, tern::Event& ev) {
     case tern::EventType::receive: on_receive(lane, client, ev, shard.delivery_time_ns()); break;
     case tern::EventType::connect:
       client.connected = true;
+      if (client.late) {
+        const std::uint64_t t = now_ns();
+        lane.late_connect_us.push_back(static_cast<std::uint32_t>(
+            std::min<std::uint64_t>((t - client.connect_start_ns) / 1000, 0xffffffffu)));
+        break;
+      }
       bump(lane.connected);
       // Our connect event comes with the relay's VERIFY_CONNECT; the relay's comes with our
       // acknowledgement of it, which can be lost. A relay acknowledges a message only once the
@@ -348,6 +510,14 @@ void on_event(Lane& lane, rt::Shard& shard, tern::Event& ev) {
       lane.last_connect_ns.store(now_ns(), std::memory_order_relaxed);
       break;
     case tern::EventType::disconnect:
+      if (client.late) {
+        // One that never connected is counted by what late_connected lacks.
+        if (client.connected && !lane.lg->finishing.load(std::memory_order_acquire)) {
+          bump(lane.late_dropped);
+        }
+        client.connected = false;
+        break;
+      }
       client.connected = false;
       if (lane.lg->finishing.load(std::memory_order_acquire)) {
         bump(lane.goodbyes);
@@ -362,7 +532,8 @@ void on_event(Lane& lane, rt::Shard& shard, tern::Event& ev) {
       }
       break;
     case tern::EventType::none:
-    case tern::EventType::receipt: break;  // never asked for here
+    case tern::EventType::receipt:               // never asked for here
+    case tern::EventType::block_refused: break;  // no block sent here
   }
 }
 
@@ -382,12 +553,13 @@ void count_registered(Lane& lane, rt::Shard& shard) {
 // Wave 0: every client, except that with --broadcast only the rooms' first members (the
 // senders) go first, so that a relay which ranks members by join order sees them first.
 // Wave 1: the --broadcast spectators, once the relay has every first member in (their
-// probes acknowledged).
+// probes acknowledged). Wave 2: the --late-clients.
 void connect_wave(Lane& lane, rt::Shard& shard, int wave) {
   const Config& c = lane.lg->config;
   for (std::uint32_t k = 0; k < lane.clients.size(); ++k) {
     Client& client = lane.clients[k];
-    if ((c.broadcast && !client.sender ? 1 : 0) != wave) continue;
+    if ((client.late ? 2 : c.broadcast && !client.sender ? 1 : 0) != wave) continue;
+    client.connect_start_ns = now_ns();
     if (c.kcp) {
       client.handle = shard.kcp_connect(c.target, client.global + 1);
     } else if (c.token_key) {
@@ -438,6 +610,7 @@ void tick(Lane& lane, rt::Shard& shard) {
     lane.snapshot_seen = gen;
     lane.snapshot_ack.store(gen, std::memory_order_release);
   }
+  if (lane.flood_owner) flood_tick(lane, now_ns());
   if (!lane.traffic || lane.senders.empty()) return;
   const std::uint64_t now = now_ns();
   const std::uint64_t end = lg.end_ns.load(std::memory_order_relaxed);
@@ -611,6 +784,7 @@ int run(const Config& config) {
   per_group = std::max<std::size_t>(1, std::min(per_group, n / ngroups));
   const std::size_t nlanes = ngroups * per_group;
   const std::size_t per_lane = (n + nlanes - 1) / nlanes;
+  const std::size_t late_per_lane = (config.late_clients + nlanes - 1) / nlanes;
 
   LoadGen lg(config);
   lg.tracks_per_client = config.broadcast ? 1 : static_cast<std::uint32_t>(r);
@@ -625,8 +799,9 @@ int run(const Config& config) {
     lane->lg = &lg;
     lane->group = i / per_group;
     lane->shard = i % per_group;
-    lane->clients.reserve(per_lane);
-    lane->by_slot.assign(per_lane, kNoClient);
+    lane->clients.reserve(per_lane + late_per_lane);
+    lane->by_slot.assign(per_lane + late_per_lane, kNoClient);
+    lane->late_connect_us.reserve(late_per_lane);
     lane->expected_bins.reset(new std::atomic<std::uint64_t>[lg.bins]());
     lane->delivered_bins.reset(new std::atomic<std::uint64_t>[lg.bins]());
     if (config.per_second) {
@@ -655,6 +830,19 @@ int run(const Config& config) {
     }
     lane.clients.push_back(c);
   }
+  // --late-clients: each alone in a room after the established ones, never sending.
+  for (std::size_t j = 0; j < config.late_clients; ++j) {
+    const std::size_t g = n + j;
+    Lane& lane = *lg.lanes[g % nlanes];
+    Client c;
+    c.global = static_cast<std::uint32_t>(g);
+    c.room = config.first_room + static_cast<std::uint32_t>(rooms + j);
+    c.room_first = c.global;
+    c.room_members = 1;
+    c.tracks = static_cast<std::uint32_t>(lane.clients.size() * lg.tracks_per_client);
+    c.late = true;
+    lane.clients.push_back(c);
+  }
   for (auto& lane : lg.lanes) {
     lane->tracks.assign(lane->clients.size() * lg.tracks_per_client, SenderTrack{});
     lane->ordered_next.assign(lane->tracks.size() * config.channels, 0);
@@ -675,7 +863,7 @@ int run(const Config& config) {
   groups.per_group = per_group;
   for (std::size_t g = 0; g < ngroups; ++g) {
     rt::ShardGroupOptions o;
-    o.open_driver = rt::open_driver;
+    o.open_driver = open_client_driver;
     if (config.driver == rt::DriverKind::dpdk) {
       o.bind = app::dpdk_client_bind(config.dpdk);
     } else if (sources > 0) {
@@ -688,7 +876,7 @@ int run(const Config& config) {
     o.idle = config.idle;
     o.pin = false;
     o.share_port = false;
-    o.host.peer_limit = per_lane;
+    o.host.peer_limit = per_lane + late_per_lane;
     o.host.channel_limit = config.channels;
     o.host.ack_delay_ms = config.ack_delay_ms;
     o.host.checksum = config.checksum;
@@ -728,6 +916,30 @@ int run(const Config& config) {
   }
   set_stop_signals_blocked(false);
   tern::app::install_stop_handler();
+
+  // --flood-rate: lane 0 sends it, through its DPDK queue or a raw socket of its own.
+  Lane& flooder = *lg.lanes.front();
+  if (config.flood_rate > 0) {
+    if (config.driver == rt::DriverKind::dpdk) {
+      flooder.flood_driver = dpdk_client_driver.load(std::memory_order_acquire);
+    } else {
+      flooder.flood_fd = ::socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW);
+      if (flooder.flood_fd < 0) {
+        const int err = errno;
+        groups.stop_all(0ms);
+        std::fprintf(stderr, "tern-loadgen: --flood-rate needs a raw socket (CAP_NET_RAW): %s\n",
+                     std::strerror(err));
+        return kExitFailure;
+      }
+    }
+    flooder.flood_owner = true;
+  }
+  struct FdCloser {
+    int fd;
+    ~FdCloser() {
+      if (fd >= 0) ::close(fd);
+    }
+  } flood_fd_closer{flooder.flood_fd};
 
   const std::string target = config.target.to_string();
   const auto fail_now = [&](const std::string& what) {
@@ -793,6 +1005,14 @@ int run(const Config& config) {
   lg.traffic_ns.store(traffic_ns, std::memory_order_relaxed);
   lg.start_ns.store(start_ns, std::memory_order_relaxed);
   lg.end_ns.store(end_ns, std::memory_order_relaxed);
+  const std::uint64_t flood_start = start_ns + config.flood_at_ms * 1'000'000;
+  const std::uint64_t flood_end =
+      config.flood_for_ms == 0 ? end_ns
+                               : std::min(end_ns, flood_start + config.flood_for_ms * 1'000'000);
+  lg.flood_end_ns.store(flood_end, std::memory_order_relaxed);
+  if (config.flood_rate > 0) lg.flood_start_ns.store(flood_start, std::memory_order_relaxed);
+  const std::uint64_t late_ns = start_ns + config.late_at_ms * 1'000'000;
+  bool late_posted = config.late_clients == 0;
   for (std::size_t i = 0; i < nlanes; ++i) {
     groups.post(*lg.lanes[i], [](Lane& lane, rt::Shard&) { lane.traffic = true; });
   }
@@ -881,6 +1101,13 @@ int run(const Config& config) {
         }
       }
     }
+    if (!late_posted && now >= late_ns) {
+      for (std::size_t i = 0; i < nlanes; ++i) {
+        groups.post(*lg.lanes[i],
+                    [](Lane& lane, rt::Shard& shard) { connect_wave(lane, shard, 2); });
+      }
+      late_posted = true;
+    }
     for (std::size_t i = 0; i < nlanes; ++i) {
       groups.post(*lg.lanes[i], [](Lane& lane, rt::Shard& shard) { tick(lane, shard); });
     }
@@ -911,6 +1138,25 @@ int run(const Config& config) {
   const std::uint64_t mismatched = total(lg, &Lane::mismatched),
                       dropped = total(lg, &Lane::dropped);
   const std::uint64_t goodbyes = total(lg, &Lane::goodbyes);
+  // --flood-rate: CONNECTs the socket or queue took, over the flood's window as far as it ran.
+  const std::uint64_t flood_sent = flooder.flood_sent.load();
+  const std::uint64_t flood_last = flooder.flood_last_ns.load();
+  const double flood_s =
+      flood_last > flood_start
+          ? static_cast<double>(std::min(flood_last, flood_end) - flood_start) / 1e9
+          : 0.0;
+  const double flood_rate = flood_s > 0 ? static_cast<double>(flood_sent) / flood_s : 0.0;
+  // --late-clients: connect times of those that connected.
+  std::vector<std::uint32_t> late_us;
+  std::uint64_t late_dropped = 0;
+  for (const auto& l : lg.lanes) {
+    late_us.insert(late_us.end(), l->late_connect_us.begin(), l->late_connect_us.end());
+    late_dropped += l->late_dropped.load();
+  }
+  std::sort(late_us.begin(), late_us.end());
+  const double late_p50_ms = late_us.empty() ? 0.0 : late_us[(late_us.size() - 1) / 2] / 1e3;
+  const double late_max_ms = late_us.empty() ? 0.0 : late_us.back() / 1e3;
+  const std::size_t late_connected = late_us.size();
   const std::uint64_t lost = expected > delivered ? expected - delivered : 0;
   const double duration_s = static_cast<double>(config.duration_ms) / 1000.0;
   const double sent_per_s = static_cast<double>(sent) / duration_s;
@@ -967,6 +1213,19 @@ int run(const Config& config) {
           ? "over"
           : "at most",
       static_cast<double>(longest_poll_bound_us) / 1000.0, tx_waits);
+  if (config.flood_rate > 0) {
+    std::printf("  %-14s %" PRIu64 " forged CONNECTs sent (%.0f/s asked %" PRIu64
+                "/s) from %s over %.2f s\n",
+                "flood", flood_sent, flood_rate, config.flood_rate, config.flood_from_text.c_str(),
+                flood_s);
+  }
+  if (config.late_clients > 0) {
+    std::printf(
+        "  %-14s %zu/%zu connected %g s into the period, connect p50 %.1f ms, max %.1f ms, "
+        "%" PRIu64 " lost after connecting\n",
+        "late clients", late_connected, config.late_clients,
+        static_cast<double>(config.late_at_ms) / 1000.0, late_p50_ms, late_max_ms, late_dropped);
+  }
   std::printf("  %-14s %" PRIu64 "/%" PRIu64 " disconnected gracefully%s\n", "goodbye", goodbyes,
               connected - std::min(connected, dropped), all_gone ? "" : " (timed out)");
   const std::string seconds = config.per_second ? per_second_report(lg) : std::string{};
@@ -976,11 +1235,16 @@ int run(const Config& config) {
               " misrouted=%" PRIu64 " mismatched=%" PRIu64
               " delivered_per_s=%.0f latency_us p50=%.1f p90=%.1f p99=%.1f p99.9=%.1f "
               "max=%.1f connect_ms=%.1f retransmits=%" PRIu64 " busy_us=%" PRIu64
-              " slow_polls=%" PRIu64 " tx_waits=%" PRIu64 " refused=%" PRIu64 " protocol=%s\n",
+              " slow_polls=%" PRIu64 " tx_waits=%" PRIu64 " refused=%" PRIu64
+              " protocol=%s"
+              " flood_sent=%" PRIu64
+              " flood_rate=%.0f late_clients=%zu late_connected=%zu"
+              " late_dropped=%" PRIu64 " late_p50_ms=%.1f late_max_ms=%.1f\n",
               n, rooms, r, config.rate_hz, config.size, delivery, duration_s, sent, expected,
               delivered, lost, duplicates, out_of_order, misrouted, mismatched, delivered_per_s,
               s.p50, s.p90, s.p99, s.p999, s.max, connect_ms, retransmits, busy_us, slow_polls,
-              tx_waits, refused, config.kcp ? "kcp" : "enet");
+              tx_waits, refused, config.kcp ? "kcp" : "enet", flood_sent, flood_rate,
+              config.late_clients, late_connected, late_dropped, late_p50_ms, late_max_ms);
   std::fflush(stdout);
 
   int status = kExitOk;
@@ -997,14 +1261,17 @@ int run(const Config& config) {
         "\"p99\": %.1f, \"p99.9\": %.1f, \"max\": %.1f, \"count\": %zu}, \"connect_ms\": %.1f, "
         "\"connected\": %" PRIu64 ", \"dropped\": %" PRIu64 ", \"goodbyes\": %" PRIu64
         ", \"first_room\": %u, \"groups\": %zu, \"shards_per_group\": %zu, \"driver\": \"%s\", "
-        "\"idle\": \"%s\", \"target\": \"%s\", \"interrupted\": %s}\n",
+        "\"idle\": \"%s\", \"target\": \"%s\", \"interrupted\": %s, \"flood_sent\": %" PRIu64
+        ", \"flood_rate\": %.0f, \"late_clients\": %zu, \"late_connected\": %zu, "
+        "\"late_dropped\": %" PRIu64 ", \"late_p50_ms\": %.1f, \"late_max_ms\": %.1f}\n",
         config.kcp ? "kcp" : "enet", n, rooms, r, config.rate_hz, config.size, delivery,
         config.channels, config.broadcast ? "true" : "false", duration_s,
         static_cast<double>(config.warmup_ms) / 1000.0, sent, refused, expected, delivered, lost,
         duplicates, out_of_order, misrouted, mismatched, delivered_per_s, s.p50, s.p90, s.p99,
         s.p999, s.max, s.count, connect_ms, connected, dropped, goodbyes, config.first_room,
         ngroups, per_group, driver.c_str(), idle_name(config.idle), target.c_str(),
-        interrupted ? "true" : "false");
+        interrupted ? "true" : "false", flood_sent, flood_rate, config.late_clients, late_connected,
+        late_dropped, late_p50_ms, late_max_ms);
     if (!write_file(config.json_path, seconds.empty() ? body : splice_json(body, seconds))) {
       std::fprintf(stderr, "tern-loadgen: cannot write %s\n", config.json_path.c_str());
       status = kExitFailure;
@@ -1036,6 +1303,11 @@ int run(const Config& config) {
                  " of %zu connections were lost during the run (%s; last reason: %s)\n",
                  dropped, n, reasons.c_str(),
                  tern::to_string(static_cast<tern::DisconnectReason>(reason)));
+    status = kExitFailure;
+  }
+  if (late_dropped > 0) {
+    std::fprintf(stderr, "tern-loadgen: %" PRIu64 " late clients lost their connection\n",
+                 late_dropped);
     status = kExitFailure;
   }
   if (interrupted) {

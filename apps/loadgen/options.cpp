@@ -22,6 +22,8 @@ const char* const kUsage =
     "                    [--max-queued BYTES]\n"
     "                    [--schedule S:HZ,...] [--per-second] [--json FILE]\n"
     "                    [--quiet] [--protocol enet|kcp]\n"
+    "                    [--flood-rate N [--flood-at S] [--flood-for S] [--flood-from CIDR]]\n"
+    "                    [--late-clients K [--late-at S]]\n"
     "                    [--dpdk-config FILE] [--dpdk-port SPEC] [--dpdk-ip A.B.C.D/NN] ...\n"
     "       tern-loadgen --help\n"
     "\n"
@@ -95,6 +97,18 @@ const char* const kUsage =
     "                      that arrived in that second (whenever sent); --duration 300 at most\n"
     "  --json FILE         also write the result as a JSON object to FILE\n"
     "  --quiet             no progress line on stderr\n"
+    "  --flood-rate N      also send N forged libenet CONNECTs/s, each from another spoofed\n"
+    "                      source (address of --flood-from, fresh port), never answered: a\n"
+    "                      connect flood (kernel drivers: a raw socket, needs CAP_NET_RAW;\n"
+    "                      dpdk: frames of its own on the clients' port)\n"
+    "  --flood-at S        start it S seconds into the measured period (default 0)\n"
+    "  --flood-for S       for S seconds (default 0: to the end of the measured period)\n"
+    "  --flood-from CIDR   the spoofed sources (default 127.99.0.0/16; dpdk 10.99.0.0/16, off\n"
+    "                      the link: give the relay this host as its gateway)\n"
+    "  --late-clients K    K more clients connect --late-at seconds into the measured period,\n"
+    "                      each alone in a room after the others', idle; reports how many\n"
+    "                      connected and their connect times (p50, max)\n"
+    "  --late-at S         (default 1)\n"
     "\n"
     "DPDK (--driver dpdk): one client group of one shard (DPDK clients are not steered per\n"
     "shard; --shards must be 1 and --sources does not apply); the clients send from --dpdk-ip\n"
@@ -169,11 +183,19 @@ constexpr tern::app::FlagSpec kFlags[] = {
     {"throttle-window", true},
     {"schedule", true},
     {"per-second", false},
+    {"flood-rate", true},
+    {"flood-at", true},
+    {"flood-for", true},
+    {"flood-from", true},
+    {"late-clients", true},
+    {"late-at", true},
 };
 
 constexpr std::uint64_t kDayMs = std::uint64_t{24} * 3600 * 1000;
 constexpr std::uint64_t kMaxRate = 100000;
 constexpr std::uint64_t kMaxPerSecondMs = 300'000;
+constexpr std::uint64_t kMaxFloodRate = 10'000'000;
+constexpr std::uint64_t kMaxLateClients = 65536;
 
 bool parse_ipv4(std::string_view text, std::uint32_t& out) {
   std::uint32_t v = 0;
@@ -251,6 +273,59 @@ bool parse_delivery(const CommandLine& cl, Config& c, std::string& error) {
         "--delivery wants reliable, unreliable, unsequenced or mix, got '" + std::string(*d) + "'";
     return false;
   }
+  return true;
+}
+
+// --flood-*, --late-*: a forged CONNECT flood and clients that connect through it.
+bool parse_flood(const CommandLine& cl, Config& c, std::string& error) {
+  if (!(read_uint(cl, "flood-rate", 0, kMaxFloodRate, c.flood_rate, error) &&
+        read_seconds(cl, "flood-at", 0, kDayMs, c.flood_at_ms, error) &&
+        read_seconds(cl, "flood-for", 0, kDayMs, c.flood_for_ms, error) &&
+        read_uint(cl, "late-clients", 0, kMaxLateClients, c.late_clients, error) &&
+        read_seconds(cl, "late-at", 0, kDayMs, c.late_at_ms, error))) {
+    return false;
+  }
+  const bool flood_flags = cl.has("flood-at") || cl.has("flood-for") || cl.has("flood-from");
+  if (c.flood_rate == 0 && flood_flags) {
+    error = "--flood-at, --flood-for and --flood-from need --flood-rate N (N > 0)";
+    return false;
+  }
+  if (c.late_clients == 0 && cl.has("late-at")) {
+    error = "--late-at needs --late-clients K (K > 0)";
+    return false;
+  }
+  if ((c.flood_rate > 0 || c.late_clients > 0) && c.kcp) {
+    error = "--flood-rate and --late-clients are ENet's (not with --protocol kcp)";
+    return false;
+  }
+  const std::uint64_t rooms = (c.clients + c.room_size - 1) / c.room_size;
+  if (std::uint64_t{c.first_room} + rooms + c.late_clients - 1 > 0xffffffffu) {
+    error = "--late-clients: no room numbers left after --first-room (connect data is 32 bits)";
+    return false;
+  }
+  if (c.flood_rate == 0) return true;
+  if (!c.target.is_v4()) {
+    error = "--flood-rate forges IPv4 sources, but --target is IPv6";
+    return false;
+  }
+  // Kernel drivers: a loopback block, so the relay's answers stay on this machine. DPDK: a
+  // block off the link, which the relay reaches through its gateway (the load generator).
+  c.flood_from_text = std::string(
+      cl.value("flood-from")
+          .value_or(c.driver == rt::DriverKind::dpdk ? "10.99.0.0/16" : "127.99.0.0/16"));
+  const std::string_view from = c.flood_from_text;
+  const auto slash = from.find('/');
+  const auto prefix = slash == std::string_view::npos
+                          ? std::nullopt
+                          : tern::app::parse_uint(from.substr(slash + 1), 8, 30);
+  std::uint32_t base = 0;
+  if (!prefix || !parse_ipv4(from.substr(0, slash), base)) {
+    error = "--flood-from wants an IPv4 block /8 to /30 like 127.99.0.0/16, got '" +
+            c.flood_from_text + "'";
+    return false;
+  }
+  c.flood_hosts = (std::uint32_t{1} << (32 - *prefix)) - 2;
+  c.flood_network = base & ~((std::uint32_t{1} << (32 - *prefix)) - 1);
   return true;
 }
 
@@ -439,7 +514,7 @@ bool parse_config(int argc, const char* const* argv, Config& c, std::string& err
       return false;
     }
   }
-  return true;
+  return parse_flood(cl, c, error);
 }
 
 }  // namespace tern::loadgen

@@ -87,6 +87,20 @@ struct Config {
   // against tern-relay's KCP port, joining its room with a first message "join:<room>"; the
   // relay then delivers reliable, in order, on one stream (so --delivery reliable, one channel).
   bool kcp = false;
+  // --flood-rate: forged libenet CONNECTs per second from spoofed sources (every address of
+  // --flood-from but its first and last, a fresh port each), never answered, from
+  // --flood-at for --flood-for (0: to the end) seconds into the measured period. Kernel
+  // drivers send them through a raw socket, DPDK as frames of its own on the clients' port.
+  std::uint64_t flood_rate = 0;
+  std::uint64_t flood_at_ms = 0;
+  std::uint64_t flood_for_ms = 0;
+  std::string flood_from_text;
+  std::uint32_t flood_network = 0;  // host order
+  std::uint32_t flood_hosts = 0;
+  // --late-clients: this many more clients connect --late-at seconds into the measured period,
+  // each in a room of its own, idle; the report gives their connect times.
+  std::size_t late_clients = 0;
+  std::uint64_t late_at_ms = 1000;
 };
 
 // False with a one-line reason on any bad command line.

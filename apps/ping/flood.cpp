@@ -191,7 +191,8 @@ void on_event(Flood& f, rt::Shard& shard, tern::Event& ev) {
       }
       break;
     case tern::EventType::none:
-    case tern::EventType::receipt: break;  // never asked for here
+    case tern::EventType::receipt:               // never asked for here
+    case tern::EventType::block_refused: break;  // no block sent here
   }
 }
 

@@ -114,7 +114,8 @@ void on_event(rt::Shard& shard, PingRun& run, tern::Event& ev) {
       }
       break;
     case tern::EventType::none:
-    case tern::EventType::receipt: break;  // never asked for here
+    case tern::EventType::receipt:               // never asked for here
+    case tern::EventType::block_refused: break;  // no block sent here
   }
 }
 

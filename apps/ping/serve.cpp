@@ -81,7 +81,8 @@ int run_server(const ServeConfig& config) {
         st.retransmits = shard.retransmits();
         break;
       case tern::EventType::none:
-      case tern::EventType::receipt: break;  // never asked for here
+      case tern::EventType::receipt:               // never asked for here
+      case tern::EventType::block_refused: break;  // no block sent here
     }
   });
 

@@ -1080,10 +1080,22 @@ std::size_t DpdkDriver::rx_burst(std::span<rt::RxFrame> out) {
 std::size_t DpdkDriver::tx_room() const { return kBacklogCapacity - impl_->backlog_n; }
 
 std::size_t DpdkDriver::tx_burst(std::span<const rt::TxFrame> frames) {
+  const Endpoint src = Endpoint::v4(impl_->link.ipv4, impl_->local_port);
+  return tx_each(frames, [&src](std::size_t) -> const Endpoint& { return src; });
+}
+
+std::size_t DpdkDriver::tx_burst_from(std::span<const Endpoint> from,
+                                      std::span<const rt::TxFrame> frames) {
+  if (from.size() < frames.size()) frames = frames.first(from.size());
+  return tx_each(frames, [from](std::size_t i) -> const Endpoint& { return from[i]; });
+}
+
+template <class Source>
+std::size_t DpdkDriver::tx_each(std::span<const rt::TxFrame> frames, Source source) {
   Impl& d = *impl_;
   const std::uint64_t now = this->now();
   const std::size_t hdr = net::headers_size(net::Family::ipv4, d.link);
-  const Endpoint src = Endpoint::v4(d.link.ipv4, d.local_port);
+  std::size_t index = 0;  // of the frame in hand, in the caller's span
   std::size_t handed = 0;
   std::array<std::uint32_t, kBurst> tx_lengths{};
   // A burst mostly goes to one next hop (the gateway, or the one peer of a memif link): its
@@ -1096,8 +1108,9 @@ std::size_t DpdkDriver::tx_burst(std::span<const rt::TxFrame> frames) {
     const std::size_t chunk = std::min(frames.size(), kBurst);
     std::size_t k = 0;
     std::uint64_t k_bytes = 0;
-    for (std::size_t i = 0; i < chunk; ++i) {
+    for (std::size_t i = 0; i < chunk; ++i, ++index) {
       const rt::TxFrame& f = frames[i];
+      const Endpoint& src = source(index);
       if (!f.to.is_v4()) {
         ++d.st.tx_no_ipv6;
         ++stats_.tx_dropped;

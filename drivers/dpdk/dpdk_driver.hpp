@@ -178,6 +178,10 @@ class DpdkDriver final : public rt::Driver {
 
   std::size_t rx_burst(std::span<rt::RxFrame> out) override;
   std::size_t tx_burst(std::span<const rt::TxFrame> frames) override;
+  // As tx_burst, but frame i leaves from from[i] (an IPv4 address and port other than ours):
+  // how a load generator forges a flood's sources on a link only DPDK reaches (memif). Frames
+  // without a source are not sent. Call it on the queue's thread, as tx_burst.
+  std::size_t tx_burst_from(std::span<const Endpoint> from, std::span<const rt::TxFrame> frames);
   std::size_t tx_room() const override;
   void wait(std::uint64_t timeout_us) override;
   void set_wake_fd(int fd) override { wake_fd_ = fd; }
@@ -198,6 +202,9 @@ class DpdkDriver final : public rt::Driver {
   explicit DpdkDriver(std::unique_ptr<Impl> impl);
 
   std::uint64_t now() const;
+  // tx_burst's body; source(i) is frame i's source endpoint.
+  template <class Source>
+  std::size_t tx_each(std::span<const rt::TxFrame> frames, Source source);
 
   std::unique_ptr<Impl> impl_;
   unsigned queue_ = 0;

@@ -167,6 +167,10 @@ SocketDriver::~SocketDriver() {
 std::size_t SocketDriver::rx_burst(std::span<rt::RxFrame> out) {
   const std::size_t want = std::min(out.size(), burst_);
   if (want == 0) return 0;
+  if (rx_known_empty_) {
+    rx_known_empty_ = false;
+    return 0;
+  }
   Batch& b = *batch_;
   for (std::size_t i = 0; i < want; ++i) {
     b.rx_msgs[i].msg_hdr.msg_namelen = sizeof(sockaddr_storage);
@@ -175,6 +179,7 @@ std::size_t SocketDriver::rx_burst(std::span<rt::RxFrame> out) {
 
   int got = 0;
   do {
+    ++stats_.rx_syscalls;
     got = ::recvmmsg(fd_, b.rx_msgs.data(), static_cast<unsigned>(want), MSG_DONTWAIT, nullptr);
   } while (got < 0 && errno == EINTR);
   if (got < 0) {
@@ -242,6 +247,7 @@ std::size_t SocketDriver::send_chunk(std::span<const rt::TxFrame> frames, int& w
   std::size_t i = 0;
   std::size_t refused_retry_at = count;  // index already retried after a stale ICMP error
   while (i < count) {
+    ++stats_.tx_syscalls;
     const int r =
         ::sendmmsg(fd_, b.tx_msgs.data() + i, static_cast<unsigned>(count - i), MSG_DONTWAIT);
     if (r > 0) {
@@ -258,6 +264,7 @@ std::size_t SocketDriver::send_chunk(std::span<const rt::TxFrame> frames, int& w
       if (wait_budget > 0) {
         --wait_budget;
         pollfd p{fd_, POLLOUT, 0};
+        ++stats_.tx_syscalls;
         (void)::poll(&p, 1, kWriteWaitSliceMs);
         continue;
       }
@@ -280,30 +287,26 @@ std::size_t SocketDriver::send_chunk(std::span<const rt::TxFrame> frames, int& w
   return sent;
 }
 
-namespace {
-// Empties the owner's wake eventfd once it has done its job of ending a wait.
-void drain_if_readable(int fd, const pollfd& p) {
-  if (fd < 0 || (p.revents & POLLIN) == 0) return;
-  std::uint64_t count;
-  (void)!::read(fd, &count, sizeof count);
-}
-}  // namespace
-
 void SocketDriver::wait(std::uint64_t timeout_us) {
   pollfd p[2] = {{fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
   const nfds_t n = wake_fd_ >= 0 ? 2 : 1;
-  if (timeout_us == UINT64_MAX) {
-    (void)::ppoll(p, n, nullptr, nullptr);
-    drain_if_readable(wake_fd_, p[1]);
-    return;
-  }
-  // Clamp so a far deadline cannot overflow time_t arithmetic; the caller re-waits anyway.
-  const std::uint64_t capped = std::min<std::uint64_t>(timeout_us, 3600ull * 1000000ull);
   timespec ts{};
-  ts.tv_sec = static_cast<time_t>(capped / 1000000);
-  ts.tv_nsec = static_cast<long>((capped % 1000000) * 1000);
-  (void)::ppoll(p, n, &ts, nullptr);
-  drain_if_readable(wake_fd_, p[1]);
+  if (timeout_us != UINT64_MAX) {
+    // Clamp so a far deadline cannot overflow time_t arithmetic; the caller re-waits anyway.
+    const std::uint64_t capped = std::min<std::uint64_t>(timeout_us, 3600ull * 1000000ull);
+    ts.tv_sec = static_cast<time_t>(capped / 1000000);
+    ts.tv_nsec = static_cast<long>((capped % 1000000) * 1000);
+  }
+  ++stats_.wait_syscalls;
+  const int ready = ::ppoll(p, n, timeout_us == UINT64_MAX ? nullptr : &ts, nullptr);
+  // A failed ppoll (EINTR) tells nothing, so the next rx_burst asks the kernel.
+  rx_known_empty_ = ready >= 0 && (p[0].revents & (POLLIN | POLLERR)) == 0;
+  if (wake_fd_ >= 0 && (p[1].revents & POLLIN) != 0) {
+    // Emptied once it has done its job of ending a wait.
+    std::uint64_t count;
+    ++stats_.wait_syscalls;
+    (void)!::read(wake_fd_, &count, sizeof count);
+  }
 }
 
 rt::DriverCaps SocketDriver::caps() const {

@@ -89,6 +89,10 @@ class SocketDriver final : public rt::Driver {
   bool ipv6_ = false;
   bool dual_stack_ = false;
   std::size_t burst_ = 64;
+  // The last wait() saw the socket not readable (it woke on its deadline or the wake fd): the
+  // rx_burst right after it returns nothing without asking the kernel, and the next wait()
+  // looks again. Cleared by that rx_burst.
+  bool rx_known_empty_ = false;
   Endpoint local_;
   rt::DriverStats stats_;
   KernelDropPoll drop_poll_;

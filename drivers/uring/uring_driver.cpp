@@ -28,6 +28,10 @@ constexpr std::uint64_t kRecvTag = 1;
 constexpr std::uint64_t kSendTag = 2;
 constexpr std::uint64_t kWakeTag = 4;  // multishot poll on the owner's wake eventfd
 constexpr std::uint64_t kCancelTag = 3;
+// A held send (set_tx_deferred): IOSQE_CQE_SKIP_SUCCESS, so only a failure completes, tagged
+// with its length above the low byte. Sent ones are counted when held; a completion that
+// would end a wait for nothing (the wait's own submit sent it) is not posted at all.
+constexpr std::uint64_t kHeldSendTag = 5;
 
 constexpr std::uint16_t kBufferGroup = 0;
 // Buffer ids are 16 bits and the kernel caps a buffer ring at 32768 entries.
@@ -40,6 +44,15 @@ constexpr std::size_t kNameBytes = sizeof(sockaddr_in6);
 // bytes belong to the caller and must not be read after tx_burst returns).
 constexpr int kSqpollWaitSlices = 4;
 constexpr std::size_t kReapBatch = 64;
+// With set_tx_deferred, a tx_burst of at most this many frames, each at most kTxCopyBytes (an
+// ENet MTU and then some), is copied and left in the SQ for the next enter: an idle server's
+// reply or ack then costs no enter of its own. Larger bursts go at once; their enter is
+// shared by many datagrams, and copying them would cost more than it saves.
+constexpr std::size_t kTxDeferMax = 8;
+constexpr std::size_t kTxCopyBytes = 4160;
+// How many more enters a short rx_burst makes while the kernel flags task work (datagrams that
+// arrived since the last enter) before it gives the rest to the next call.
+constexpr int kRxRefills = 2;
 
 std::string errno_text(int err) { return std::strerror(err); }
 // Anonymous memory: page aligned as the buffer ring requires, and faulted in lazily so a large
@@ -69,9 +82,15 @@ class Mapping {
 
 // Best first; each later entry drops what an older kernel refuses with EINVAL.
 // SUBMIT_ALL: a send the kernel refuses at prep must not leave the rest of the burst queued
-// behind it, pointing at slots the next burst reuses.
+// behind it, pointing at slots the next burst reuses. TASKRUN_FLAG: the kernel raises
+// IORING_SQ_TASKRUN when completions wait for an enter, so rx_burst can tell an empty socket
+// without one.
 constexpr unsigned kPlainAttempts[] = {
+    IORING_SETUP_SUBMIT_ALL | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
+        IORING_SETUP_TASKRUN_FLAG,
     IORING_SETUP_SUBMIT_ALL | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
+    IORING_SETUP_SUBMIT_ALL | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_COOP_TASKRUN |
+        IORING_SETUP_TASKRUN_FLAG,
     IORING_SETUP_SUBMIT_ALL | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_COOP_TASKRUN,
     IORING_SETUP_COOP_TASKRUN,
     0,
@@ -164,6 +183,19 @@ struct UringDriver::State {
   std::unique_ptr<iovec[]> tx_iov;
   std::unique_ptr<msghdr[]> tx_msgs;
   unsigned tx_inflight = 0;
+
+  // The kernel flags pending task work in the SQ ring (IORING_SETUP_TASKRUN_FLAG accepted).
+  bool taskrun_flag = false;
+  bool tx_deferred = false;  // set_tx_deferred
+  // Sends prepared (their bytes copied to tx_copy) and left in the SQ for the next enter.
+  unsigned tx_held = 0;
+  Mapping tx_copy;  // kTxDeferMax slots of kTxCopyBytes
+
+  unsigned sq_flags() const { return __atomic_load_n(ring.sq.kflags, __ATOMIC_ACQUIRE); }
+  // Completions, or task work that makes them, that only an enter hands over.
+  bool kernel_has_news() const {
+    return !taskrun_flag || (sq_flags() & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW)) != 0;
+  }
 };
 
 std::unique_ptr<rt::Driver> open_uring_driver(const UringOptions& options, std::string& error) {
@@ -243,6 +275,7 @@ std::unique_ptr<rt::Driver> open_uring_driver(const UringOptions& options, std::
     return nullptr;
   }
   s->ring_ready = true;
+  s->taskrun_flag = (s->ring.flags & IORING_SETUP_TASKRUN_FLAG) != 0;
   // Saves an fd lookup per io_uring_enter; harmless to lack.
   (void)io_uring_register_ring_fd(&s->ring);
 
@@ -273,6 +306,10 @@ std::unique_ptr<rt::Driver> open_uring_driver(const UringOptions& options, std::
   s->tx_names = std::make_unique<sockaddr_storage[]>(s->burst);
   s->tx_iov = std::make_unique<iovec[]>(s->burst);
   s->tx_msgs = std::make_unique<msghdr[]>(s->burst);
+  if (!s->tx_copy.map(kTxDeferMax * kTxCopyBytes)) {
+    error = "mmap transmit slots: " + errno_text(errno);
+    return nullptr;
+  }
 
   auto d = std::unique_ptr<UringDriver>(new UringDriver(std::move(s)));
   d->local_ = local;
@@ -308,7 +345,9 @@ std::unique_ptr<rt::Driver> open_best_driver(const UringOptions& options, std::s
 
 UringDriver::UringDriver(std::unique_ptr<State> state) : s_(std::move(state)) {}
 
-UringDriver::~UringDriver() = default;
+UringDriver::~UringDriver() {
+  if (s_ != nullptr && s_->ring_ready) submit_held();
+}
 
 void UringDriver::give_back(std::uint16_t bid) {
   State& s = *s_;
@@ -362,6 +401,14 @@ void UringDriver::reap_one(std::uint64_t user_data, std::int32_t res, std::uint3
     }
     return;
   }
+  if ((user_data & 0xff) == kHeldSendTag) {
+    // Counted as sent when held; this one failed (a full buffer, an unreachable address).
+    --stats_.tx_datagrams;
+    stats_.tx_bytes -= user_data >> 8;
+    ++stats_.tx_errors;
+    ++stats_.tx_dropped;
+    return;
+  }
   if (user_data == kWakeTag) {
     // Emptied here so a level-triggered readiness cannot outlive the wake-up it announced.
     // Re-armed by the next wait() if the kernel ended the multishot poll.
@@ -395,17 +442,24 @@ void UringDriver::reap_one(std::uint64_t user_data, std::int32_t res, std::uint3
 
 void UringDriver::reap() {
   State& s = *s_;
-  io_uring_cqe* cqes[kReapBatch];
   for (;;) {
     // The CQ was full at some point: the kernel parked completions and hands them over only
     // when asked, so ask before each batch until nothing is parked.
     bool flushed = true;
     if (io_uring_cq_has_overflow(&s.ring)) {
       ++ustats_.cq_overflows;
+      ++stats_.rx_syscalls;
       flushed = io_uring_get_events(&s.ring) >= 0;
     }
-    const unsigned n = io_uring_peek_batch_cqe(&s.ring, cqes, kReapBatch);
-    for (unsigned i = 0; i < n; ++i) reap_one(cqes[i]->user_data, cqes[i]->res, cqes[i]->flags);
+    // Read straight off the CQ ring: io_uring_peek_batch_cqe would make an enter of its own
+    // whenever the kernel flags task work, which is the caller's to make (and to count).
+    unsigned n = 0;
+    unsigned head;
+    io_uring_cqe* cqe;
+    io_uring_for_each_cqe(&s.ring, head, cqe) {
+      reap_one(cqe->user_data, cqe->res, cqe->flags);
+      if (++n == kReapBatch) break;
+    }
     io_uring_cq_advance(&s.ring, n);
     // A failed flush with nothing reaped would spin; the next call tries again.
     if (n == 0 && (!flushed || !io_uring_cq_has_overflow(&s.ring))) break;
@@ -442,22 +496,34 @@ std::size_t UringDriver::rx_burst(std::span<rt::RxFrame> out) {
   recycle_held();
   publish_buffers();
   if (!s.armed && s.in_kernel > 0) arm_receive();
-  // One enter per burst: submits a re-arm if any and runs the deferred task work that moves
-  // datagrams from the socket into buffers and completions.
-  (void)io_uring_submit_and_get_events(&s.ring);
+  // At most one enter per burst: it submits held sends and a re-arm if any and runs the
+  // deferred task work that moves datagrams from the socket into buffers and completions.
+  // With nothing to submit and no task work flagged, the CQ already holds all there is (a wait
+  // that just woke on a datagram reaped it), and the enter is skipped.
+  if (io_uring_sq_ready(&s.ring) > 0 || s.kernel_has_news()) enter_for_rx();
   reap();
 
   std::size_t n = 0;
-  while (n < out.size() && s.ready_count > 0) {
-    const State::Ready r = s.ready[s.ready_head];
-    s.ready_head = (s.ready_head + 1) & (s.nbuf - 1);
-    --s.ready_count;
-    if (frame_from(r.bid, r.res, out[n])) {
-      s.held[s.held_count++] = r.bid;
-      ++n;
-    } else {
-      give_back(r.bid);
+  for (int refill = 0;; ++refill) {
+    while (n < out.size() && s.ready_count > 0) {
+      const State::Ready r = s.ready[s.ready_head];
+      s.ready_head = (s.ready_head + 1) & (s.nbuf - 1);
+      --s.ready_count;
+      if (frame_from(r.bid, r.res, out[n])) {
+        s.held[s.held_count++] = r.bid;
+        ++n;
+      } else {
+        give_back(r.bid);
+      }
     }
+    // A short burst must mean an empty socket (caps: short_burst_means_empty), so datagrams
+    // that arrived since the enter are fetched now, while the kernel says there are some.
+    if (n == out.size() || !s.taskrun_flag || refill == kRxRefills) break;
+    if ((s.sq_flags() & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW)) == 0) break;
+    publish_buffers();
+    if (!s.armed && s.in_kernel > 0) arm_receive();
+    enter_for_rx();
+    reap();
   }
   // Dropped frames' buffers can go back at once; a re-arm waits for the next enter.
   publish_buffers();
@@ -465,9 +531,65 @@ std::size_t UringDriver::rx_burst(std::span<rt::RxFrame> out) {
   return n;
 }
 
+void UringDriver::enter_for_rx() {
+  ++stats_.rx_syscalls;
+  s_->tx_held = 0;
+  (void)io_uring_submit_and_get_events(&s_->ring);
+}
+
+bool UringDriver::hold_small_burst(std::span<const rt::TxFrame> frames, std::size_t& handed) {
+  State& s = *s_;
+  if (!s.tx_deferred || s.sqpoll || frames.size() > kTxDeferMax - s.tx_held) return false;
+  if (io_uring_sq_space_left(&s.ring) < frames.size() + 1) return false;  // + a re-arm
+  for (const rt::TxFrame& f : frames) {
+    if (f.bytes.size() > kTxCopyBytes) return false;
+  }
+  for (const rt::TxFrame& f : frames) {
+    // Slots after the held ones: the held sends' slots are in the SQ, read at the next enter.
+    const unsigned slot = s.tx_held;
+    const socklen_t len = endpoint_to_sockaddr(f.to, s.ipv6, s.dual_stack, s.tx_names[slot]);
+    if (len == 0) {
+      ++stats_.tx_errors;
+      ++stats_.tx_dropped;
+      continue;
+    }
+    std::byte* copy = s.tx_copy.data() + std::size_t{slot} * kTxCopyBytes;
+    std::memcpy(copy, f.bytes.data(), f.bytes.size());
+    s.tx_iov[slot].iov_base = copy;
+    s.tx_iov[slot].iov_len = f.bytes.size();
+    msghdr& m = s.tx_msgs[slot];
+    m = msghdr{};
+    m.msg_name = &s.tx_names[slot];
+    m.msg_namelen = len;
+    m.msg_iov = &s.tx_iov[slot];
+    m.msg_iovlen = 1;
+    io_uring_sqe* sqe = io_uring_get_sqe(&s.ring);  // space checked above
+    io_uring_prep_sendmsg(sqe, s.fd, &m, MSG_DONTWAIT);
+    sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+    io_uring_sqe_set_data64(sqe, kHeldSendTag | (std::uint64_t{f.bytes.size()} << 8));
+    ++stats_.tx_datagrams;
+    stats_.tx_bytes += f.bytes.size();
+    ++s.tx_held;
+    ++handed;
+  }
+  return true;
+}
+
+void UringDriver::submit_held() {
+  State& s = *s_;
+  if (s.tx_held == 0) return;
+  s.tx_held = 0;
+  ++stats_.tx_syscalls;
+  (void)io_uring_submit(&s.ring);
+  reap();
+}
+
 std::size_t UringDriver::tx_burst(std::span<const rt::TxFrame> frames) {
   State& s = *s_;
   std::size_t handed = 0;
+  if (hold_small_burst(frames, handed)) return handed;
+  // The per-frame slots below are the held sends' too: those go first.
+  submit_held();
   for (std::size_t off = 0; off < frames.size(); off += s.burst) {
     const std::size_t end = std::min(frames.size(), off + s.burst);
     unsigned prepared = 0;
@@ -482,6 +604,7 @@ std::size_t UringDriver::tx_burst(std::span<const rt::TxFrame> frames) {
       }
       io_uring_sqe* sqe = io_uring_get_sqe(&s.ring);
       if (sqe == nullptr) {
+        ++stats_.tx_syscalls;
         (void)io_uring_submit(&s.ring);
         sqe = io_uring_get_sqe(&s.ring);
       }
@@ -510,6 +633,7 @@ std::size_t UringDriver::tx_burst(std::span<const rt::TxFrame> frames) {
     // submit (a full CQ backlog on old kernels) is retried after reaping: the queued SQEs
     // point at slots the next chunk overwrites.
     for (int attempt = 0; attempt < 4; ++attempt) {
+      ++stats_.tx_syscalls;
       const int r = io_uring_submit(&s.ring);
       reap();
       if (r >= 0 || s.sqpoll) break;
@@ -517,6 +641,7 @@ std::size_t UringDriver::tx_burst(std::span<const rt::TxFrame> frames) {
     for (int slice = 0; s.sqpoll && s.tx_inflight > 0 && slice < kSqpollWaitSlices; ++slice) {
       io_uring_cqe* cqe = nullptr;
       __kernel_timespec ts{0, 1000000};
+      ++stats_.tx_syscalls;
       (void)io_uring_submit_and_wait_timeout(&s.ring, &cqe, 1, &ts, nullptr);
       reap();
     }
@@ -528,12 +653,12 @@ void UringDriver::wait(std::uint64_t timeout_us) {
   State& s = *s_;
   reap();
   // Work is already waiting, or nothing can arrive until rx_burst returns buffers: sleeping
-  // now would only delay the caller.
-  if (s.ready_count > 0) return;
-  if (!s.armed) {
-    if (s.in_kernel == 0) return;
-    arm_receive();
+  // now would only delay the caller (held sends go now all the same).
+  if (s.ready_count > 0 || (!s.armed && s.in_kernel == 0)) {
+    submit_held();
+    return;
   }
+  if (!s.armed) arm_receive();
   if (s.wake_fd >= 0 && !s.wake_armed) {
     if (io_uring_sqe* sqe = io_uring_get_sqe(&s.ring)) {
       io_uring_prep_poll_multishot(sqe, s.wake_fd, POLLIN);
@@ -541,7 +666,11 @@ void UringDriver::wait(std::uint64_t timeout_us) {
       s.wake_armed = true;
     }
   }
+  // The one enter of an idle wake-up: it submits the held sends (and any re-arm), sleeps, and
+  // runs the task work that turns the waking datagram into a completion for rx_burst.
   io_uring_cqe* cqe = nullptr;
+  s.tx_held = 0;
+  ++stats_.wait_syscalls;
   if (timeout_us == 0) {
     (void)io_uring_submit_and_get_events(&s.ring);
     return;
@@ -558,6 +687,11 @@ void UringDriver::wait(std::uint64_t timeout_us) {
   (void)io_uring_submit_and_wait_timeout(&s.ring, &cqe, 1, &ts, nullptr);
 }
 
+void UringDriver::set_tx_deferred(bool on) {
+  if (!on) submit_held();
+  s_->tx_deferred = on;
+}
+
 void UringDriver::set_wake_fd(int fd) {
   s_->wake_fd = fd;
   s_->wake_armed = false;
@@ -565,7 +699,11 @@ void UringDriver::set_wake_fd(int fd) {
 
 void UringDriver::set_time(std::uint64_t now_us) { drop_poll_.poll(s_->fd, now_us, stats_); }
 
-void UringDriver::refresh_stats() { stats_.rx_kernel_dropped = kernel_receive_drops(s_->fd); }
+void UringDriver::refresh_stats() {
+  // The owner's last report, or a look between bursts: held sends are not left waiting on it.
+  submit_held();
+  stats_.rx_kernel_dropped = kernel_receive_drops(s_->fd);
+}
 
 rt::DriverCaps UringDriver::caps() const {
   rt::DriverCaps c;
@@ -573,7 +711,9 @@ rt::DriverCaps UringDriver::caps() const {
   c.waitable = true;
   c.max_burst = s_->burst;
   c.max_datagram = s_->payload_capacity;
-  c.short_burst_means_empty = false;
+  // rx_burst fetches what the kernel flags as arrived before it returns a short burst; without
+  // the flag it cannot tell, and is asked again while bursts bring anything.
+  c.short_burst_means_empty = s_->taskrun_flag;
   return c;
 }
 

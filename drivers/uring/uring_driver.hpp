@@ -56,6 +56,7 @@ class UringDriver final : public rt::Driver {
   std::size_t tx_burst(std::span<const rt::TxFrame> frames) override;
   void wait(std::uint64_t timeout_us) override;
   void set_wake_fd(int fd) override;
+  void set_tx_deferred(bool on) override;
 
   Endpoint local_endpoint() const override { return local_; }
   rt::DriverCaps caps() const override;
@@ -79,6 +80,9 @@ class UringDriver final : public rt::Driver {
   bool frame_from(std::uint16_t bid, std::int32_t res, rt::RxFrame& frame);
   void give_back(std::uint16_t bid);
   void publish_buffers();
+  void enter_for_rx();
+  bool hold_small_burst(std::span<const rt::TxFrame> frames, std::size_t& handed);
+  void submit_held();
 
   std::unique_ptr<State> s_;
   Endpoint local_;

@@ -220,6 +220,7 @@ int send_at(tern_host* host, tern_peer peer, uint8_t channel, const void* data, 
 static_assert(static_cast<int>(tern::EventType::receive) == TERN_EVENT_RECEIVE);
 static_assert(static_cast<int>(tern::EventType::disconnect) == TERN_EVENT_DISCONNECT);
 static_assert(static_cast<int>(tern::EventType::receipt) == TERN_EVENT_RECEIPT);
+static_assert(static_cast<int>(tern::EventType::block_refused) == TERN_EVENT_BLOCK_REFUSED);
 static_assert(static_cast<int>(tern::DisconnectReason::evicted) == TERN_REASON_EVICTED);
 static_assert(static_cast<int>(tern::PeerState::zombie) == TERN_PEER_ZOMBIE);
 static_assert(static_cast<int>(tern::Priority::immediate) == TERN_PRIORITY_IMMEDIATE);

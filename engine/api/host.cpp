@@ -465,6 +465,8 @@ HostStats Host::stats() const {
   s.blocks_received = c.blocks_received;
   s.block_slices_sent = c.block_slices_sent;
   s.block_slices_resent = c.block_slices_resent;
+  s.blocks_refused = c.blocks_refused;
+  s.block_timeouts = c.block_timeouts;
   s.messages_out = c.messages_out;
   s.connects = c.connects;
   s.disconnects = c.disconnects;

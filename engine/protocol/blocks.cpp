@@ -4,9 +4,13 @@
 // through ENet's acks); the receiver answers block_ack with the first slice it lacks and a
 // 256-bit field (after it, or ending at the newest slice received: they alternate), and the
 // sender resends what stays unacknowledged for a retransmission timeout (or at once when later
-// acks overtook it), paced to block_rate(). One block in flight per channel each way; to a
-// peer that did not agree a block goes as a reliable message. Part of host_core.cpp's
-// translation unit (see README.md).
+// acks overtook it), paced to block_rate(): congestion control's pacing rate where the
+// connection agreed it (slice acks feed its model), a fixed pace otherwise. One block in
+// flight per channel each way; to a peer that did not agree a block goes as a reliable
+// message. A block above the receiver's cap is answered with block_refused, which ends it
+// at the sender with an event; a peer that acknowledges no slice for timeout_maximum is
+// timed out, as for any reliable command. Part of host_core.cpp's translation unit (see
+// README.md).
 #include "core_impl.hpp"
 
 namespace tern::proto {
@@ -45,6 +49,9 @@ namespace {
 constexpr std::uint32_t kBlockWindow = 2 * kBlockAckSpan;
 // sent_ms of a slice later acks showed lost: due at once.
 constexpr std::uint64_t kResendNow = 0;
+// How far ahead of now congestion control's pacer clock may be for a slice to go: the
+// timer wheel's tick, as for bulk reliable messages.
+constexpr std::uint64_t kBlockPaceSlackUs = 1000;
 
 bool bit(const std::vector<std::uint64_t>& bits, std::uint32_t i) {
   return (bits[i / 64] >> (i % 64) & 1) != 0;
@@ -71,6 +78,9 @@ inline SendResult HostCore::Impl::send_block(PeerHandle h, std::uint8_t channel_
   if (block.size() > config.max_block_size) return SendResult::too_large;
   if (block_out(*p, channel_id) != nullptr) return SendResult::block_busy;
   BlockState& s = block_state(*p);
+  if (block.size() > s.peer_cap) return SendResult::too_large;
+  if (s.out.empty()) s.progress_ms = now_ms;
+  if (cc_on(*p)) cc_ready(*p);
   OutBlock& o = s.out.emplace_back();
   o.channel = channel_id;
   o.id = s.next_id++;
@@ -88,11 +98,14 @@ inline SendResult HostCore::Impl::send_block(PeerHandle h, std::uint8_t channel_
   return SendResult::ok;
 }
 
-// The sender's pace, bytes per second: the one place it is decided, so a congestion
-// controller's rate can replace it. Without a configured rate, 256 slices per round trip:
-// what one ack field covers.
+// The sender's pace, bytes per second: a configured rate, else congestion control's pacing
+// rate where the connection agreed it, else 256 slices per round trip: what one ack field
+// covers.
 inline std::uint64_t HostCore::Impl::block_rate(const Peer& p, const OutBlock& o) const {
   if (config.block_rate != 0) return config.block_rate;
+  if (const CongestionState* cc = cc_model(p); cc != nullptr && cc->pacing_rate != 0) {
+    return cc->pacing_rate;
+  }
   // The smoothed RTT without its variance: slices sent in paced bursts sample a spread of
   // round trips, and a rate that shrank with that spread ran at half the ack field per RTT.
   const BlockState& s = *p.extra->blocks;
@@ -166,11 +179,34 @@ inline void HostCore::Impl::write_block_ack(Build& b, InBlock& in) {
   ++counters.block_acks_out;
 }
 
-// Acks owed first (small, and they keep the other side's blocks moving), then slices while
-// the datagram has room and the pace allows; the blocks take turns at going first.
+// Slice bytes in flight: sent, unacknowledged, neither shown lost by later acks nor past
+// their resend time; `expires_ms` is when the first of them reaches its resend time.
+inline std::uint32_t HostCore::Impl::block_pipe(const Peer& p, std::uint64_t& expires_ms) const {
+  const std::uint64_t resend = block_resend_ms(p);
+  std::uint64_t bytes = 0;
+  expires_ms = kNever;
+  for (const OutBlock& o : p.extra->blocks->out) {
+    for (std::uint32_t i = o.base; i < o.next_new; ++i) {
+      if (bit(o.acked, i) || o.sent_ms[i] == kResendNow || now_ms >= o.sent_ms[i] + resend) {
+        continue;
+      }
+      bytes += slice_length(o.data.size(), o.slice_size, o.count, i);
+      expires_ms = std::min(expires_ms, o.sent_ms[i] + resend);
+    }
+  }
+  return static_cast<std::uint32_t>(std::min<std::uint64_t>(bytes, UINT32_MAX));
+}
+
+// Acks and refusals owed first (small, and they keep the other side's blocks moving), then
+// slices while the datagram has room and the pace allows; the blocks take turns at going
+// first. Where congestion control paces (agreed, and no block_rate configured) a slice also
+// waits for room in its window, counting the connection's reliable bytes in transit, and
+// takes its turn on its pacer clock, the one bulk reliable messages go by: the two share the
+// rate the model measured from both their acknowledgements.
 inline void HostCore::Impl::blocks_write(Peer& p, Build& b) {
   if (p.extra == nullptr || !p.extra->blocks) return;
   BlockState& s = *p.extra->blocks;
+  if (s.refusals_owed) write_block_refusals(p, b);
   if (s.acks_owed) {
     s.acks_owed = false;
     for (InBlock& in : s.in) {
@@ -184,15 +220,33 @@ inline void HostCore::Impl::blocks_write(Peer& p, Build& b) {
     }
   }
   if (s.out.empty()) return;
-  const std::uint64_t rate = block_rate(p, s.out.front());
+  const std::uint64_t rate = std::max<std::uint64_t>(block_rate(p, s.out.front()), 1);
   // A wake-up may come some milliseconds late (a socket host sleeps in whole ones): ten
   // milliseconds of the rate may go at once, so lateness does not cost throughput.
   const double burst = std::max<double>(16.0 * s.out.front().slice_size, rate / 100.0);
-  if (s.tokens_ms == 0) s.tokens = burst;
-  s.tokens = std::min(burst, s.tokens + static_cast<double>(rate) *
-                                            static_cast<double>(now_ms - s.tokens_ms) / 1000.0);
-  s.tokens_ms = now_ms;
+  CongestionState* cc = config.block_rate == 0 ? cc_model(p) : nullptr;
+  std::uint64_t pace_us = 0;  // congestion control: when the next slice may go
+  std::uint64_t expires_ms = kNever;
+  std::uint32_t pipe = 0;
+  if (cc != nullptr) {
+    pipe = block_pipe(p, expires_ms);
+    const auto burst_us = static_cast<std::uint64_t>(burst * 1e6 / static_cast<double>(rate));
+    pace_us = std::max(cc->pace_next_us, now_us > burst_us ? now_us - burst_us : 0);
+  } else {
+    if (s.tokens_ms == 0) s.tokens = burst;
+    s.tokens = std::min(burst, s.tokens + static_cast<double>(rate) *
+                                              static_cast<double>(now_ms - s.tokens_ms) / 1000.0);
+    s.tokens_ms = now_ms;
+  }
   s.next_due_ms = kNever;
+  // Held back by the pace, the window or the datagram's room: the transfer has more to send
+  // than it sent, so this round's delivery rate measures the path, not the application.
+  auto backlogged = [&] {
+    if (cc != nullptr) {
+      cc->round_app_limited = false;
+      cc->block_in_flight = pipe;
+    }
+  };
   const std::size_t blocks = s.out.size();
   std::size_t idle = 0;  // blocks in a row with nothing due
   for (std::size_t k = s.rotate % blocks; idle < blocks; k = (k + 1) % blocks) {
@@ -204,13 +258,28 @@ inline void HostCore::Impl::blocks_write(Peer& p, Build& b) {
     }
     idle = 0;
     const std::uint32_t len = slice_length(o.data.size(), o.slice_size, o.count, i);
-    if (s.tokens < len) {  // paced: the timer comes back when the bucket holds a slice
+    if (cc != nullptr) {
+      const std::uint32_t transit =
+          pipe + (p.queues != nullptr ? p.queues->reliable_data_in_transit : 0);
+      if (transit + len > std::max<std::uint32_t>(cc->cwnd, p.mtu)) {
+        // An ack wakes the peer; else the first slice in flight reaching its resend time.
+        ++counters.cwnd_limited;
+        s.next_due_ms = expires_ms != kNever ? expires_ms : now_ms + block_resend_ms(p);
+        return backlogged();
+      }
+      if (pace_us > now_us + kBlockPaceSlackUs) {
+        ++counters.pacer_waits;
+        s.next_due_ms =
+            std::max<std::uint64_t>((pace_us - kBlockPaceSlackUs + 999) / 1000, now_ms + 1);
+        return backlogged();
+      }
+    } else if (s.tokens < len) {  // paced: the timer comes back when the bucket holds a slice
       s.next_due_ms = now_ms + static_cast<std::uint64_t>((len - s.tokens) * 1000.0 / rate) + 1;
       return;
     }
     if (room(b) < kTernExtSize + kBlockSliceHeader + len || b.commands >= kMaxPacketCommands) {
       b.more = true;
-      return;
+      return backlogged();
     }
     std::array<std::byte, kBlockSliceHeader> header{};
     Writer w(header);
@@ -236,10 +305,21 @@ inline void HostCore::Impl::blocks_write(Peer& p, Build& b) {
     o.sent_ms[i] = now_ms;
     if (i == o.next_new) ++o.next_new;
     ++counters.block_slices_sent;
-    s.tokens -= len;
+    if (cc != nullptr) {
+      pace_us += std::uint64_t{len} * 1'000'000 / rate;
+      cc->pace_next_us = pace_us;
+      pipe += len;
+      expires_ms = std::min(expires_ms, now_ms + block_resend_ms(p));
+    } else {
+      s.tokens -= len;
+    }
     s.rotate = static_cast<std::uint8_t>(k + 1);
   }
   // Nothing due now: the earliest resend in any block's window.
+  if (cc != nullptr) {
+    cc->round_app_limited = true;
+    cc->block_in_flight = pipe;
+  }
   const std::uint64_t resend = block_resend_ms(p);
   for (const OutBlock& o : s.out) {
     for (std::uint32_t i = o.base; i < o.next_new; ++i) {
@@ -252,7 +332,7 @@ inline void HostCore::Impl::blocks_write(Peer& p, Build& b) {
 
 inline std::uint64_t HostCore::Impl::blocks_deadline(const Peer& p) const {
   if (!p.extra->blocks || p.extra->blocks->out.empty()) return kNever;
-  return p.extra->blocks->next_due_ms;
+  return std::min(p.extra->blocks->next_due_ms, p.extra->blocks->progress_ms + timeout_maximum(p));
 }
 
 // A slice from the peer. Every field is checked against the others and against what this
@@ -272,7 +352,10 @@ inline Handled HostCore::Impl::handle_block_slice(Peer& p, const Command& cmd, A
       !r.read_u32(index)) {
     return refuse(Drop::block_malformed);
   }
-  if (total > config.max_block_size) return refuse(Drop::block_too_large);
+  if (total > config.max_block_size) {
+    owe_block_refusal(p, cmd.channel_id, id);
+    return refuse(Drop::block_too_large);
+  }
   if (total == 0 || slice_size == 0 || slice_size > kMaxMtu ||
       count != (std::uint64_t{total} + slice_size - 1) / slice_size) {
     return refuse(Drop::block_malformed);
@@ -300,7 +383,11 @@ inline Handled HostCore::Impl::handle_block_slice(Peer& p, const Command& cmd, A
     // flight per channel), within this peer's share and the host's memory cap.
     if (in != nullptr && !in->done) return refuse(Drop::block_mismatch);
     if (s.in_bytes + total > config.max_block_size) return refuse(Drop::block_memory);
-    if (counters.buffered_bytes + total > config.memory_cap) return refuse(Drop::memory_cap);
+    if (counters.buffered_bytes + total > config.memory_cap) {
+      // Past the host's whole memory cap it can never be taken: refused as too large.
+      if (total > config.memory_cap) owe_block_refusal(p, cmd.channel_id, id);
+      return refuse(Drop::memory_cap);
+    }
     if (in == nullptr) in = &s.in.emplace_back();
     *in = InBlock{};
     in->data = Packet::allocate(total);
@@ -362,8 +449,10 @@ inline Handled HostCore::Impl::handle_block_ack(Peer& p, const Command& cmd, Arr
   // one and it went once (Karn): then now minus its send is a round trip.
   std::uint64_t newest_any = 0;
   bool newest_fresh = false;
+  std::uint64_t delivered = 0;  // slice bytes this ack is the first to name
   auto take = [&](std::uint32_t i) {
     const bool fresh = !bit(o->acked, i) && !bit(o->resent, i);
+    if (!bit(o->acked, i)) delivered += slice_length(o->data.size(), o->slice_size, o->count, i);
     set_bit(o->acked, i);
     const std::uint64_t sent = o->sent_ms[i];
     if (sent != kNever && sent != kResendNow && sent > newest_any) {
@@ -414,6 +503,13 @@ inline Handled HostCore::Impl::handle_block_ack(Peer& p, const Command& cmd, Arr
       s.rttvar_ms = (3 * s.rttvar_ms + diff) / 4;
       s.srtt_ms = std::max<std::uint32_t>((7 * s.srtt_ms + sample) / 8, 1);
     }
+    cc_on_rtt(p, std::max<std::uint32_t>(sample, 1));
+  }
+  if (delivered != 0) {
+    s.progress_ms = now_ms;
+    // Congestion control's delivery rate counts slices as it counts reliable payload; the
+    // round closes after the datagram (after_acks).
+    if (CongestionState* cc = cc_model(p); cc != nullptr) cc->delivered += delivered;
   }
   while (o->base < o->count && bit(o->acked, o->base)) ++o->base;
   if (o->base == o->count) {
@@ -422,6 +518,109 @@ inline Handled HostCore::Impl::handle_block_ack(Peer& p, const Command& cmd, Arr
   }
   mark_dirty(p);
   return Handled::ok;
+}
+
+// The largest block this host takes from a peer: its cap, and never more than its memory.
+inline std::uint32_t HostCore::Impl::block_cap() const {
+  return static_cast<std::uint32_t>(
+      std::min<std::uint64_t>(config.max_block_size, config.memory_cap));
+}
+
+// A slice of a block above our cap: its sender is told (block_refused), once per block, and
+// again a round trip later while its slices keep coming (the answer is not acknowledged).
+inline void HostCore::Impl::owe_block_refusal(Peer& p, std::uint8_t channel, std::uint16_t id) {
+  BlockState& s = block_state(p);
+  BlockRefusal* r = nullptr;
+  for (BlockRefusal& x : s.refusals) {
+    if (x.channel == channel) r = &x;
+  }
+  if (r == nullptr) {
+    r = &s.refusals.emplace_back();
+  } else if (r->id == id &&
+             (r->owed || (r->answered_ms != 0 &&
+                          now_ms < r->answered_ms + std::max<std::uint32_t>(p.rtt, 1)))) {
+    return;
+  }
+  r->id = id;
+  r->channel = channel;
+  r->owed = s.refusals_owed = true;
+  mark_dirty(p);
+}
+
+inline void HostCore::Impl::write_block_refusals(Peer& p, Build& b) {
+  BlockState& s = *p.extra->blocks;
+  s.refusals_owed = false;
+  for (BlockRefusal& r : s.refusals) {
+    if (!r.owed) continue;
+    if (room(b) < kTernExtSize + kBlockRefusedData || b.commands >= kMaxPacketCommands) {
+      s.refusals_owed = true;
+      b.more = true;
+      return;
+    }
+    std::array<std::byte, kBlockRefusedData> data{};
+    Writer w(data);
+    w.u16(r.id);
+    w.u16(0);
+    w.u32(block_cap());
+    Command cmd;
+    cmd.command = static_cast<std::uint8_t>(Cmd::tern_ext);
+    cmd.channel_id = r.channel;
+    cmd.ext.kind = static_cast<std::uint8_t>(TernExtKind::block_refused);
+    cmd.ext.flags = 0;
+    cmd.ext.data_length = static_cast<std::uint16_t>(kBlockRefusedData);
+    put_command(b, cmd, data);
+    r.owed = false;
+    r.answered_ms = std::max<std::uint64_t>(now_ms, 1);
+  }
+}
+
+// The receiver refused the block we are sending on the channel: it is above its cap. The
+// block ends here, with an event naming that cap, and send_block to this peer refuses
+// anything larger from now on (too_large) instead of sending it.
+inline Handled HostCore::Impl::handle_block_refused(Peer& p, const Command& cmd, Arrival& arrival) {
+  auto refuse = [&](Drop why) {
+    arrival.why = why;
+    return Handled::stop;
+  };
+  if (!p.blocks) return refuse(Drop::extension_not_agreed);
+  if (!p.connected_like()) return refuse(Drop::wrong_state);
+  if (cmd.payload.size() != kBlockRefusedData) return refuse(Drop::block_malformed);
+  Reader r(cmd.payload);
+  std::uint16_t id = 0, zero = 0;
+  std::uint32_t cap = 0;
+  r.read_u16(id);
+  r.read_u16(zero);
+  r.read_u32(cap);
+  OutBlock* o = block_out(p, cmd.channel_id);
+  if (o == nullptr || o->id != id) {
+    // Late: a repeat for a block already ended (or never sent).
+    counters.drops.add(Drop::unexpected_ack);
+    return Handled::ok;
+  }
+  if (o->data.size() <= cap) return refuse(Drop::block_malformed);  // it fits what it names
+  BlockState& s = *p.extra->blocks;
+  s.peer_cap = cap;
+  const std::uint8_t channel = o->channel;
+  s.out.erase(s.out.begin() + (o - s.out.data()));
+  ++counters.blocks_refused;
+  Event ev = event_for(p, EventType::block_refused);
+  ev.channel = channel;
+  ev.data = cap;
+  events.push(std::move(ev));
+  mark_dirty(p);
+  return Handled::ok;
+}
+
+// A peer that acknowledges none of our slices for timeout_maximum is gone for the transfer,
+// though it may answer pings (a path that drops full-size datagrams, a receiver that keeps
+// refusing for memory): it times out as it would for a reliable command. True when it did.
+inline bool HostCore::Impl::blocks_timers(Peer& p) {
+  if (p.extra == nullptr || !p.extra->blocks) return false;
+  const BlockState& s = *p.extra->blocks;
+  if (s.out.empty() || now_ms - s.progress_ms < timeout_maximum(p)) return false;
+  ++counters.block_timeouts;
+  notify_disconnect(p, DisconnectReason::timeout);
+  return true;
 }
 
 // The connection ends: blocks in progress give back what they charged to the host.

@@ -144,8 +144,9 @@ inline void HostCore::Impl::cc_update_model(Peer& p) {
     return;
   }
   const std::uint64_t bdp = std::uint64_t{s.bandwidth} * s.min_rtt_ms / 1000;
-  if (s.phase == CongestionState::drain && p.queues != nullptr &&
-      p.queues->reliable_data_in_transit <= bdp) {
+  const std::uint64_t in_transit =
+      (p.queues != nullptr ? p.queues->reliable_data_in_transit : 0) + s.block_in_flight;
+  if (s.phase == CongestionState::drain && in_transit <= bdp) {
     s.phase = CongestionState::probe_bw;
     s.cycle = 2;  // a cruising gain: the probe comes after a full cycle's worth of samples
     s.cycle_start_ms = now_ms;
@@ -169,8 +170,8 @@ inline void HostCore::Impl::cc_update_model(Peer& p) {
       std::clamp(pacing_gain * s.bandwidth, 1000.0, static_cast<double>(UINT32_MAX)));
 }
 
-// May a bulk command of `c` go now? Counts what held it back; a paced peer's timer wakes it.
-inline bool HostCore::Impl::cc_allows(Peer& p, const PeerQueues& q, const OutCmd& c) {
+// The model, started, with a first estimate: taken by the first bulk message or large block.
+inline CongestionState& HostCore::Impl::cc_ready(Peer& p) {
   CongestionState& s = cc_start(p);
   if (s.pacing_rate == 0) {
     // The RTT samples before bulk started: the handshake's and the pings'.
@@ -178,6 +179,12 @@ inline bool HostCore::Impl::cc_allows(Peer& p, const PeerQueues& q, const OutCmd
     s.min_rtt_stamp_ms = now_ms;
     cc_update_model(p);
   }
+  return s;
+}
+
+// May a bulk command of `c` go now? Counts what held it back; a paced peer's timer wakes it.
+inline bool HostCore::Impl::cc_allows(Peer& p, const PeerQueues& q, const OutCmd& c) {
+  CongestionState& s = cc_ready(p);
   const std::uint32_t window = std::min(s.cwnd, congestion_window_limit(q, c.channel_id));
   if (q.reliable_data_in_transit + c.fragment_length > std::max<std::uint32_t>(window, p.mtu)) {
     ++counters.cwnd_limited;

@@ -361,6 +361,10 @@ struct HostCore::Impl {
   PeerHandle connect(std::uint64_t now_us, const Endpoint& to, std::size_t channel_count,
                      std::uint32_t data);
   // Before return routability (WIRE.md, "Handshake under attack").
+  // The first command of a datagram that names no peer, its checksum checked; false (the
+  // reason counted) when there is none.
+  bool first_stranger_command(std::span<const std::byte> bytes, const DecodedHeader& dh,
+                              CommandDecoder& decoder, Command& cmd);
   void stranger_datagram(const Endpoint& from, const DecodedHeader& dh,
                          std::span<const std::byte> bytes);
   HalfOpen* half_open_set(const Endpoint& from, std::uint16_t peer_id);
@@ -564,7 +568,7 @@ struct HostCore::Impl {
   void after_acks(Peer& p);
   void on_retransmission_timeouts(Peer& p, PeerQueues& q, std::uint64_t first_sent_ms);
   std::uint64_t extension_deadline(const Peer& p) const;
-  void extension_timers(Peer& p);
+  bool extension_timers(Peer& p);
   std::size_t extension_datagrams(Peer& p, std::span<OutDatagram> out);
   std::uint32_t extension_send_window(const PeerQueues& q, std::uint8_t channel_id) const;
   // HostConfig::channels: the switch `set` turns its extension off on the channel.
@@ -641,6 +645,12 @@ struct HostCore::Impl {
   std::uint64_t blocks_deadline(const Peer& p) const;
   Handled handle_block_slice(Peer& p, const Command& cmd, Arrival& arrival);
   Handled handle_block_ack(Peer& p, const Command& cmd, Arrival& arrival);
+  Handled handle_block_refused(Peer& p, const Command& cmd, Arrival& arrival);
+  std::uint32_t block_cap() const;
+  void owe_block_refusal(Peer& p, std::uint8_t channel, std::uint16_t id);
+  void write_block_refusals(Peer& p, Build& b);
+  std::uint32_t block_pipe(const Peer& p, std::uint64_t& expires_ms) const;
+  bool blocks_timers(Peer& p);
   void blocks_release(Peer& p);
 
   // ---- congestion_window.cpp: extension: after a stall, one MTU in transit, regrown --------
@@ -652,6 +662,7 @@ struct HostCore::Impl {
   static bool cc_on(const Peer& p);
   static CongestionState* cc_model(const Peer& p);
   CongestionState& cc_start(Peer& p);
+  CongestionState& cc_ready(Peer& p);
   std::uint32_t cc_offered() const;
   std::uint32_t cc_agreed(const Peer& p) const;
   void cc_on_agreed(Peer& p, std::uint32_t agreed);
@@ -680,6 +691,8 @@ struct HostCore::Impl {
   std::uint32_t pmtu_probe_timeout(const Peer& p) const;
   std::uint64_t pmtu_deadline(const Peer& p) const;
   void pmtu_timers(Peer& p);
+  static bool pmtu_size_of(const Peer& p, const Command& cmd, Arrival& arrival,
+                           std::uint16_t& size);
   Handled handle_mtu_probe(Peer& p, const Command& cmd, Arrival& arrival);
   Handled handle_mtu_probe_ack(Peer& p, const Command& cmd, Arrival& arrival);
   void pmtu_after_timeouts(Peer& p);

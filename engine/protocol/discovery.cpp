@@ -20,18 +20,9 @@ inline bool HostCore::Impl::is_unconnected_ext(std::span<const std::byte> bytes,
 inline void HostCore::Impl::unconnected_datagram(std::uint64_t now_us, const Endpoint& from,
                                                  const DecodedHeader& dh,
                                                  std::span<const std::byte> bytes) {
-  if (config.checksum && !verify_checksum(bytes, dh, 0)) {
-    counters.drops.add(Drop::bad_checksum);
-    return;
-  }
   CommandDecoder decoder(bytes, dh.size);
   Command cmd;
-  Drop why = Drop::count_;
-  if (!decoder.next(cmd, why)) {
-    counters.drops.add(why);
-    return;
-  }
-  ++counters.commands_in;
+  if (!first_stranger_command(bytes, dh, decoder, cmd)) return;
   switch (static_cast<TernExtKind>(cmd.ext.kind)) {
     case TernExtKind::discover_ping: discovery_on_ping(from, cmd, bytes.size()); return;
     case TernExtKind::discover_pong: discovery_on_pong(now_us, from, cmd); return;

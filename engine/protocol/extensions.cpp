@@ -73,6 +73,7 @@ inline Handled HostCore::Impl::handle_tern_ext(Peer& p, const Command& cmd, Arri
   switch (static_cast<TernExtKind>(cmd.ext.kind)) {
     case TernExtKind::block_slice: return handle_block_slice(p, cmd, arrival);
     case TernExtKind::block_ack: return handle_block_ack(p, cmd, arrival);
+    case TernExtKind::block_refused: return handle_block_refused(p, cmd, arrival);
     case TernExtKind::mtu_probe: return handle_mtu_probe(p, cmd, arrival);
     case TernExtKind::mtu_probe_ack: return handle_mtu_probe_ack(p, cmd, arrival);
     // A resent CONNECT's token reaches the connection it made: already taken.
@@ -116,8 +117,12 @@ inline std::uint64_t HostCore::Impl::extension_deadline(const Peer& p) const {
   return std::min(pmtu_deadline(p), blocks_deadline(p));
 }
 
-// The peer's timers run (before its datagrams are built).
-inline void HostCore::Impl::extension_timers(Peer& p) { pmtu_timers(p); }
+// The peer's timers run (before its datagrams are built). True when an extension timed the
+// peer out (it is gone).
+inline bool HostCore::Impl::extension_timers(Peer& p) {
+  pmtu_timers(p);
+  return blocks_timers(p);
+}
 
 // After the peer's datagrams: ones an extension builds whole (path MTU probes). Returns how
 // many it wrote into `out` (what does not fit waits for the next flush).

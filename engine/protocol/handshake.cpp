@@ -202,20 +202,28 @@ inline bool HostCore::Impl::refused_source(const Endpoint& from, bool connect) {
 
 // A datagram without a peer ID: it may only open a connection. Its CONNECT (and the Tern
 // hello after it) is answered without a peer; nothing else in it is read.
-inline void HostCore::Impl::stranger_datagram(const Endpoint& from, const DecodedHeader& dh,
-                                              std::span<const std::byte> bytes) {
+inline bool HostCore::Impl::first_stranger_command(std::span<const std::byte> bytes,
+                                                   const DecodedHeader& dh, CommandDecoder& decoder,
+                                                   Command& cmd) {
   if (config.checksum && !verify_checksum(bytes, dh, 0)) {
     counters.drops.add(Drop::bad_checksum);
-    return;
+    return false;
   }
-  CommandDecoder decoder(bytes, dh.size);
-  Command cmd;
   Drop why = Drop::count_;
   if (!decoder.next(cmd, why)) {
     if (!decoder.at_end()) counters.drops.add(why);
-    return;
+    return false;
   }
   ++counters.commands_in;
+  return true;
+}
+
+inline void HostCore::Impl::stranger_datagram(const Endpoint& from, const DecodedHeader& dh,
+                                              std::span<const std::byte> bytes) {
+  CommandDecoder decoder(bytes, dh.size);
+  Command cmd;
+  if (!first_stranger_command(bytes, dh, decoder, cmd)) return;
+  Drop why = Drop::count_;
   if (cmd.type() != Cmd::connect) {
     counters.drops.add(Drop::unknown_peer);
     return;

@@ -198,9 +198,12 @@ struct HostConfig {
   // peers that agreed, a block goes as slices sized to the MTU, paced, acknowledged by a
   // 256-slice bitfield and resent until all arrived; one block in flight per channel each way.
   // A receiver holds at most max_block_size bytes of blocks in progress per peer (a slice
-  // naming a larger block, or one past it, is dropped), each buffer taken when the block's
-  // first slice arrives. block_rate: the sender's pace in bytes/s (0: 256 slices per round
-  // trip, what the ack bitfield covers).
+  // naming a larger block, or one past it, is dropped; a larger block's sender is told the
+  // cap with block_refused and its block ends with EventType::block_refused), each buffer
+  // taken when the block's first slice arrives. block_rate: the sender's pace in bytes/s (0:
+  // congestion control's pacing rate and window where agreed, else 256 slices per round
+  // trip, what the ack bitfield covers). A peer that acknowledges no slice of ours for
+  // timeout_maximum is timed out.
   bool blocks = true;
   std::uint32_t max_block_size = 64u << 20;
   std::uint32_t block_rate = 0;
@@ -318,6 +321,10 @@ struct HostCounters {
   std::uint64_t block_slices_sent = 0;
   std::uint64_t block_slices_resent = 0;
   std::uint64_t block_acks_out = 0;
+  // Large blocks we sent that the peer refused as above its cap (an event each), and peers
+  // timed out for acknowledging none of our slices for timeout_maximum.
+  std::uint64_t blocks_refused = 0;
+  std::uint64_t block_timeouts = 0;
   // Congestion control: datagrams that carried bulk reliable data under the pacer, times the
   // pacer held bulk back until a later wake-up, and times the window held it back.
   std::uint64_t paced_datagrams = 0;

@@ -117,20 +117,29 @@ inline void HostCore::Impl::pmtu_timers(Peer& p) {
   mark_dirty(p);
 }
 
-// A probe from the peer (its size in the first two bytes, padding after): acknowledge it
-// with that size in a datagram of our own at the next flush.
-inline Handled HostCore::Impl::handle_mtu_probe(Peer& p, const Command& cmd, Arrival& arrival) {
+// A probe's or probe ack's size (its first two bytes); false (why in `arrival`) when the
+// extension was not agreed or the size is missing.
+inline bool HostCore::Impl::pmtu_size_of(const Peer& p, const Command& cmd, Arrival& arrival,
+                                         std::uint16_t& size) {
   if (!p.pmtu) {
     arrival.why = Drop::extension_not_agreed;
-    return Handled::stop;
+    return false;
   }
   if (cmd.payload.size() < 2) {
     arrival.why = Drop::bad_pmtu;
-    return Handled::stop;
+    return false;
   }
-  const auto size =
+  size =
       static_cast<std::uint16_t>((std::uint16_t(static_cast<std::uint8_t>(cmd.payload[0])) << 8) |
                                  static_cast<std::uint8_t>(cmd.payload[1]));
+  return true;
+}
+
+// A probe from the peer (its size in the first two bytes, padding after): acknowledge it
+// with that size in a datagram of our own at the next flush.
+inline Handled HostCore::Impl::handle_mtu_probe(Peer& p, const Command& cmd, Arrival& arrival) {
+  std::uint16_t size = 0;
+  if (!pmtu_size_of(p, cmd, arrival, size)) return Handled::stop;
   // The probe's datagram holds at least its own command, and no datagram is larger than this.
   if (size < kTernExtSize + cmd.payload.size() || size > kMaxMtu) {
     arrival.why = Drop::bad_pmtu;
@@ -145,17 +154,8 @@ inline Handled HostCore::Impl::handle_mtu_probe(Peer& p, const Command& cmd, Arr
 // Our probe of that size arrived: the path carries it. Anything else (a late ack of an older
 // probe, a forged size) changes nothing.
 inline Handled HostCore::Impl::handle_mtu_probe_ack(Peer& p, const Command& cmd, Arrival& arrival) {
-  if (!p.pmtu) {
-    arrival.why = Drop::extension_not_agreed;
-    return Handled::stop;
-  }
-  if (cmd.payload.size() < 2) {
-    arrival.why = Drop::bad_pmtu;
-    return Handled::stop;
-  }
-  const auto size =
-      static_cast<std::uint16_t>((std::uint16_t(static_cast<std::uint8_t>(cmd.payload[0])) << 8) |
-                                 static_cast<std::uint8_t>(cmd.payload[1]));
+  std::uint16_t size = 0;
+  if (!pmtu_size_of(p, cmd, arrival, size)) return Handled::stop;
   PeerExtra& x = extra(p);
   if (x.pmtu_probe == 0 || size != x.pmtu_probe) return Handled::ok;
   if (x.pmtu_recheck) {

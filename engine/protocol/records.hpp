@@ -283,11 +283,26 @@ struct InBlock {
   bool newest_field = false;  // the last ack's field ended at `newest` (they alternate)
 };
 
+// A block this host refuses as above its cap: the block_refused answer owed to its sender,
+// repeated (it is not acknowledged) while slices of that block keep coming.
+struct BlockRefusal {
+  std::uint64_t answered_ms = 0;  // when the last answer went (0: not yet)
+  std::uint16_t id = 0;
+  std::uint8_t channel = 0;
+  bool owed = false;
+};
+
 struct BlockState {
-  std::vector<OutBlock> out;   // one per channel at most
-  std::vector<InBlock> in;     // one per channel at most
-  std::uint64_t in_bytes = 0;  // buffers of blocks in progress (HostConfig::max_block_size)
-  double tokens = 0;           // pacing: bytes the sender may still send now
+  std::vector<OutBlock> out;           // one per channel at most
+  std::vector<InBlock> in;             // one per channel at most
+  std::vector<BlockRefusal> refusals;  // one per channel at most
+  std::uint64_t in_bytes = 0;          // buffers of blocks in progress (HostConfig::max_block_size)
+  // The last time a slice of ours was newly acknowledged (or a block started with none in
+  // flight): a peer that acknowledges no slice for timeout_maximum is timed out.
+  std::uint64_t progress_ms = 0;
+  // The largest block the peer takes, from its block_refused (UINT32_MAX: not known).
+  std::uint32_t peer_cap = UINT32_MAX;
+  double tokens = 0;  // pacing: bytes the sender may still send now
   std::uint64_t tokens_ms = 0;
   std::uint64_t next_due_ms = 0;  // when the sender next has a slice to send (0: now)
   // The round trip the slices see, from acks of slices sent once (0: no sample yet, the
@@ -298,6 +313,7 @@ struct BlockState {
   std::uint16_t next_id = 0;
   std::uint8_t rotate = 0;  // which block's slices go first in the next datagram
   bool acks_owed = false;
+  bool refusals_owed = false;
 };
 
 // Congestion control (congestion_control.cpp), in PeerExtra: started with the first bulk
@@ -321,8 +337,9 @@ struct CongestionState {
   std::uint32_t min_rtt_ms = 0;  // 0: no sample yet
   std::uint32_t bandwidth = 0;   // bottleneck estimate, bytes/s (max of bandwidth[])
   std::uint32_t full_bw = 0;
-  std::uint32_t cwnd = 0;         // set by the first cc_update_model
-  std::uint32_t pacing_rate = 0;  // bytes/s, 0 until the first estimate
+  std::uint32_t cwnd = 0;             // set by the first cc_update_model
+  std::uint32_t pacing_rate = 0;      // bytes/s, 0 until the first estimate
+  std::uint32_t block_in_flight = 0;  // large-block slice bytes sent and not yet acknowledged
   std::array<std::uint32_t, kCcBandwidthRounds> bandwidth_rounds{};
 };
 

@@ -57,8 +57,7 @@ inline bool HostCore::Impl::run_timers(Peer& p) {
   if (wants_keepalive_ping(p) && now_ms - p.last_receive_time >= ping_after(p)) {
     queue_keepalive_ping(p);
   }
-  extension_timers(p);
-  return true;
+  return !extension_timers(p);
 }
 
 inline void HostCore::Impl::queue_keepalive_ping(Peer& p) {

@@ -105,6 +105,7 @@ enum class TernExtKind : std::uint8_t {
   secure_token = 8,      // secure sessions: the connect token and salt, with a CONNECT
   secure_challenge = 9,  // secure sessions: the server's challenge, in its sealed VERIFY
   secure_last = 15,
+  block_refused = 16,  // large blocks: a block above the receiver's cap, and that cap
 };
 
 const char* cmd_name(Cmd c);
@@ -138,6 +139,8 @@ inline constexpr std::uint32_t kFeatureBlocks = 1u << 6;
 // field start + i arrived.
 inline constexpr std::size_t kBlockSliceHeader = 16;
 inline constexpr std::size_t kBlockAckData = 44;
+// A block_refused's: block ID (2), zero (2), the largest block the receiver takes (4).
+inline constexpr std::size_t kBlockRefusedData = 8;
 inline constexpr std::uint32_t kBlockAckSpan = 256;
 inline constexpr std::uint32_t kFeatureCongestion = 1u << 4;
 inline constexpr std::uint32_t kFeaturePmtu = 1u << 7;  // path MTU discovery

@@ -28,6 +28,11 @@ class CoreIo {
   // every few hundred datagrams, and with 8 the socket relay fell into resending at 2x the load
   // it carries at 15 ms p99 with 32 (perf/JOURNAL.md, 2026-11-26).
   static constexpr std::size_t kMaxRxBursts = 32;
+  // A short burst at least this long still counts as traffic that goes on (rx_more): under
+  // load the next datagrams are on their way, and one more rx_burst fetches them for one
+  // system call where a wait that returns at once and then the rx_burst cost two. Shorter
+  // bursts are what an idle server's wake-ups find, and those go back to sleep.
+  static constexpr std::size_t kDenseBurst = 8;
 
   // Both must outlive this object. Reads the driver's capabilities once: they do not change.
   CoreIo(proto::HostCore& core, Driver& driver);
@@ -51,8 +56,12 @@ class CoreIo {
       for (std::size_t i = 0; i < kept; ++i) core_.on_datagram(now, rx[i].from, rx[i].bytes);
       if (n != 0) after_burst();
       total += n;
-      if (n == 0 || (n < rx.size() && caps_.short_burst_means_empty)) break;
+      if (n == 0 || (n < rx.size() && caps_.short_burst_means_empty)) {
+        rx_more_ = n >= kDenseBurst;
+        return total;
+      }
     }
+    rx_more_ = true;
     return total;
   }
   // Every frame to the core, nothing between bursts.
@@ -65,6 +74,12 @@ class CoreIo {
   void transmit(std::uint64_t now);
 
   std::uint64_t tx_waits() const { return tx_waits_; }
+  // Whether the last receive() may have left datagrams behind or is likely to find more at
+  // once: it stopped at kMaxRxBursts, or its last burst, though short, held kDenseBurst or
+  // more. A poll loop goes round again without sleeping while this holds; once it does not,
+  // another rx_burst before the next wait would likely find the queue as empty as it just was
+  // (a second recvmmsg returning EAGAIN on every wake-up of an idle server).
+  bool rx_more() const { return rx_more_; }
   const DriverCaps& caps() const { return caps_; }
 
  private:
@@ -76,6 +91,7 @@ class CoreIo {
   std::vector<proto::OutDatagram> out_;
   std::vector<TxFrame> tx_;
   std::uint64_t tx_waits_ = 0;
+  bool rx_more_ = false;
 };
 
 // The same two steps for the KCP personality's core (a shard's second listener): one rx_burst
@@ -84,6 +100,7 @@ class KcpIo {
  public:
   static constexpr std::size_t kBatch = CoreIo::kBatch;
   static constexpr std::size_t kMaxRxBursts = CoreIo::kMaxRxBursts;
+  static constexpr std::size_t kDenseBurst = CoreIo::kDenseBurst;
 
   KcpIo(proto::kcp::KcpCore& core, Driver& driver);
   KcpIo(const KcpIo&) = delete;
@@ -99,13 +116,18 @@ class KcpIo {
       for (std::size_t i = 0; i < kept; ++i) core_.on_datagram(now, rx[i].from, rx[i].bytes);
       if (n != 0) after_burst();
       total += n;
-      if (n == 0 || (n < rx.size() && caps_.short_burst_means_empty)) break;
+      if (n == 0 || (n < rx.size() && caps_.short_burst_means_empty)) {
+        rx_more_ = n >= kDenseBurst;
+        return total;
+      }
     }
+    rx_more_ = true;
     return total;
   }
   void transmit(std::uint64_t now);
 
   std::uint64_t tx_waits() const { return tx_waits_; }
+  bool rx_more() const { return rx_more_; }  // as CoreIo::rx_more
 
  private:
   proto::kcp::KcpCore& core_;
@@ -116,6 +138,7 @@ class KcpIo {
   std::vector<proto::kcp::KcpDatagram> out_;
   std::vector<TxFrame> tx_;
   std::uint64_t tx_waits_ = 0;
+  bool rx_more_ = false;
 };
 
 }  // namespace tern::rt

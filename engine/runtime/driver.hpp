@@ -65,6 +65,12 @@ struct DriverStats {
   std::uint64_t tx_errors = 0;
   // Frames accepted by tx_burst but held for a full transmit queue (a gauge).
   std::uint64_t tx_backlog = 0;
+  // System calls the driver made, by the call that made them (kernel drivers; io_uring counts
+  // io_uring_enter): a receive that found nothing and a wait that did not sleep count too, so
+  // the calls per wake-up show what an idle server pays beyond its datagrams.
+  std::uint64_t rx_syscalls = 0;
+  std::uint64_t tx_syscalls = 0;
+  std::uint64_t wait_syscalls = 0;
   PortStats port;
 };
 
@@ -88,9 +94,16 @@ class Driver {
   // instead of reading the clock on every burst. Until it is first called, they read the
   // clock themselves.
   virtual void set_time(std::uint64_t now_us) { (void)now_us; }
+  // The owner promises to call rx_burst or wait() soon after every tx_burst (a poll loop does),
+  // so a driver may hold a small burst, its bytes copied, and hand it to the kernel with the
+  // system call that receive or wait makes anyway (io_uring: one io_uring_enter per wake-up).
+  // Off until asked: a caller that sends and then goes away expects the datagrams gone.
+  virtual void set_tx_deferred(bool on) { (void)on; }
   // Sleep until a frame may be ready or `timeout_us` passed (0 = just check). Returns early on
   // traffic, and when the wake fd (below) becomes readable. Drivers whose time is virtual (sim)
-  // return immediately.
+  // return immediately. A wait that ended without traffic may answer for the rx_burst called
+  // right after it (no system call to learn the queue is still empty), so call rx_burst
+  // after a wait, not some time later.
   virtual void wait(std::uint64_t timeout_us) = 0;
   // An fd (an eventfd) that other threads make readable to end a wait() early: how a sleeping
   // shard hears about post()ed work and cross-shard messages. The caller owns the fd; the

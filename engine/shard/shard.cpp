@@ -204,6 +204,8 @@ void Shard::run(const Endpoint& bind,
   }
   driver_name_ = driver->name();
   io_ = std::make_unique<CoreIo>(core_, *driver);
+  // The poll loop calls rx_burst or wait() right after every transmit step.
+  driver->set_tx_deferred(true);
   if (options_.kcp_listen && !open_kcp(error)) return ready(nullptr, std::move(error));
   const Endpoint local = local_ = driver->local_endpoint();
   ready(&local, {});
@@ -293,7 +295,11 @@ void Shard::poll_once(Driver& driver) {
   const std::uint64_t work_before = posted_run_ + cross_received_;
   driver.set_time(now_);
   bool delivered = false;
-  bool busy = receive(delivered) != 0;        // 1, 4-6: rx_burst → on_datagram → callback
+  const bool received = receive(delivered) != 0;  // 1, 4-6: rx_burst → on_datagram → callback
+  // Only a receive that may have left datagrams behind, or found them dense, keeps the shard
+  // awake: after the one or two an idle wake-up finds, the sleep's own readiness check is the
+  // next look at the socket.
+  bool busy = io_->rx_more() || (kcp_io_ && kcp_io_->rx_more());
   delivered = deliver_events() || delivered;  // events of timers and sends outside a burst
   drain_posted();                             // 7: work from other threads
   busy = drain_cross() || busy;               //    and from other shards
@@ -301,7 +307,7 @@ void Shard::poll_once(Driver& driver) {
     tick_deadline_ = tick_handler_(*this);
     delivered = deliver_events() || delivered;
   }
-  if (busy || delivered || posted_run_ + cross_received_ != work_before)
+  if (busy || received || delivered || posted_run_ + cross_received_ != work_before)
     now_ = clock_.now_us();  // the callbacks may have taken a while
   driver.set_time(now_);
   io_->transmit(now_);  // 8-10: timers, datagrams, tx_burst
@@ -317,7 +323,7 @@ void Shard::poll_once(Driver& driver) {
       took <= 1 ? 0 : std::min<std::size_t>(std::bit_width(took - 1), kLoopTimeBuckets - 1);
   ++loop_time_[bucket];
   loop_time_us_ += took;
-  if (!busy && !delivered && posted_run_ + cross_received_ == work_before) {
+  if (!busy && !received && !delivered && posted_run_ + cross_received_ == work_before) {
     // Found nothing to do: what a busy-polling shard spends waiting, not working.
     ++idle_polls_;
     idle_poll_us_ += took;
@@ -577,7 +583,7 @@ bool Shard::idle(Driver& driver, bool busy) {
        (kcp_ && kcp_->session_count() != 0))) {
     return false;
   }
-  // More work is likely right behind a non-empty burst or a full ring batch: go round again.
+  // More work is likely right behind a full burst or a full ring batch: go round again.
   if (busy) return false;
   if (posted_pending_.load(std::memory_order_relaxed)) return false;
   if (!kcp_closed_.empty()) return false;

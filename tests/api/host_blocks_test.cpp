@@ -183,23 +183,67 @@ TEST_F(Blocks, OneBlockPerChannelAtATimeAndTheSizeCap) {
             SendResult::ok);
 }
 
-// A receiver with a smaller cap than the sender's refuses every slice (block_too_large) and
-// delivers nothing; the block stays in flight at the sender, and the connection stays up.
-TEST_F(Blocks, AReceiverRefusesABlockAboveItsCap) {
+// A receiver with a smaller cap than the sender's refuses the block's slices
+// (block_too_large) and answers with its cap: the sender's block ends with a block_refused
+// event naming it, nothing is delivered, and larger blocks are too_large from then on, while
+// the connection and blocks within the cap go on.
+TEST_F(Blocks, ABlockAboveTheReceiversCapIsRefusedWithAnEvent) {
   HostOptions small;
-  small.max_block_size = 100'000;
+  small.max_block_size = 1 << 20;
   Pair& p = add_pair(small, HostOptions{});
   connect_all();
-  ASSERT_EQ(p.client->send_block(p.at_client, 1, Packet::copy_of(block_bytes(200'000, 1))),
+  ASSERT_EQ(p.client->send_block(p.at_client, 1, Packet::copy_of(block_bytes(2 << 20, 1))),
             SendResult::ok);
-  run_for(1'000'000);
+  ASSERT_TRUE(
+      run_until([&] { return find(p.client_events, EventType::block_refused); }, 10'000'000));
+  const Event& refused = *find(p.client_events, EventType::block_refused);
+  EXPECT_EQ(refused.channel, 1);
+  EXPECT_EQ(refused.data, 1u << 20);
+  EXPECT_EQ(refused.peer, p.at_client);
+  EXPECT_FALSE(p.client->block_in_flight(p.at_client, 1));
+  EXPECT_EQ(p.client->stats().blocks_refused, 1u);
+  EXPECT_EQ(p.client->stats().blocks_sent, 0u);
+  run_for(500'000);  // slices still in flight when the refusal came: refused too, no event
+  EXPECT_EQ(count(p.client_events, EventType::block_refused), 1u);
   EXPECT_TRUE(receives(p.server_events, 1).empty());
   EXPECT_GT(dropped(p.server->stats(), "block_too_large"), 0u);
   EXPECT_EQ(p.server->stats().buffered_bytes, 0u);
-  EXPECT_TRUE(p.client->block_in_flight(p.at_client, 1));
+  // The cap is known now: a larger block is refused at once, one within it goes.
+  EXPECT_EQ(p.client->send_block(p.at_client, 1, Packet::copy_of(block_bytes((1 << 20) + 1, 2))),
+            SendResult::too_large);
+  const auto fits = block_bytes(1 << 20, 3);
+  ASSERT_EQ(p.client->send_block(p.at_client, 1, Packet::copy_of(fits)), SendResult::ok);
+  ASSERT_TRUE(run_until([&] { return !receives(p.server_events, 1).empty(); }, 30'000'000));
+  const auto got = receives(p.server_events, 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_TRUE(got[0]->payload().size() == fits.size() &&
+              std::equal(fits.begin(), fits.end(), got[0]->payload().begin()));
+  EXPECT_EQ(find(p.client_events, EventType::disconnect), nullptr);
+  EXPECT_EQ(find(p.server_events, EventType::disconnect), nullptr);
+}
+
+// A path that drops every datagram a slice fills (smaller MTU than the connection's) while
+// pings and acks pass: no slice is ever acknowledged, and the sender times the peer out at
+// its timeout maximum instead of keeping the block in flight forever.
+TEST_F(Blocks, APeerThatAcknowledgesNoSliceTimesOut) {
+  Pair& p = add_pair(HostOptions{}, HostOptions{});
+  connect_all();
+  p.client->set_peer_timeout(p.at_client, 32, 1000, 5000);
+  tern::drv::LinkConditions narrow;
+  narrow.latency_us = kOneWayLatencyUs;
+  narrow.mtu = 600;
+  net_.set_default_link(narrow);
+  ASSERT_EQ(p.client->send_block(p.at_client, 1, Packet::copy_of(block_bytes(100'000, 4))),
+            SendResult::ok);
+  // The peer is alive: a message gets through and is acknowledged meanwhile.
   ASSERT_EQ(p.client->send(p.at_client, 0, Delivery::reliable, Packet::copy_of(numbered(1, 10))),
             SendResult::ok);
-  ASSERT_TRUE(run_until([&] { return received(p, 0).size() == 1; }, 5'000'000));
+  ASSERT_TRUE(run_until([&] { return received(p, 0).size() == 1; }, 2'000'000));
+  ASSERT_TRUE(run_until([&] { return find(p.client_events, EventType::disconnect); }, 60'000'000));
+  EXPECT_EQ(find(p.client_events, EventType::disconnect)->reason, tern::DisconnectReason::timeout);
+  EXPECT_EQ(p.client->stats().block_timeouts, 1u);
+  EXPECT_GT(net_.stats().mtu_dropped, 0u);
+  EXPECT_TRUE(receives(p.server_events, 1).empty());
 }
 
 // To a peer that behaves as plain ENet: one reliable message in ENet fragments.
@@ -256,6 +300,102 @@ TEST_F(Blocks, GameMessageLatencyWhileABlockIsInFlight) {
   // message lost once arrives about 62 ms late here, RTT plus the timeout's margin).
   EXPECT_LE(p99(busy), p99(quiet) + 75'000);
   ASSERT_TRUE(run_until([&] { return !receives(p.server_events, 1).empty(); }, 60'000'000));
+}
+
+}  // namespace
+
+namespace {
+
+// Through a 250 KB/s bottleneck with an unbounded queue (50 ms RTT, 1% loss), a 1 MiB block
+// from a pair with congestion control and from a pair without it (the fixed pace, 256 slices
+// per round trip, is far above the bottleneck), side by side. Small reliable messages every
+// 20 ms on each pair measure the queue the block builds: with congestion control its slices
+// go at the bottleneck's rate and the queue stays near the path's bandwidth-delay product;
+// without, it grows to what the slice window holds. Both blocks arrive exact.
+TEST_F(Blocks, CongestionControlPacesSlicesAtTheBottleneck) {
+  HostOptions no_cc;
+  no_cc.congestion_control = false;
+  Pair& cc = add_pair(HostOptions{}, HostOptions{});
+  Pair& fixed = add_pair(no_cc, no_cc);
+  tern::drv::LinkConditions link;
+  link.latency_us = 25'000;
+  net_.set_default_link(link);
+  connect_all();
+  tern::PeerStats stats;
+  ASSERT_TRUE(cc.client->peer_stats(cc.at_client, stats));
+  ASSERT_TRUE(stats.congestion_control);
+  ASSERT_TRUE(fixed.client->peer_stats(fixed.at_client, stats));
+  ASSERT_FALSE(stats.congestion_control);
+  link.bandwidth_bytes_per_s = 250'000;
+  link.loss = 0.01;
+  net_.set_default_link(link);
+
+  const auto data = block_bytes(1 << 20, 11);
+  Pair* pairs[] = {&cc, &fixed};
+  std::vector<std::uint64_t> sent_at[2];
+  std::uint64_t done_at[2] = {0, 0};
+  const std::uint64_t start = net_.now_us();
+  for (Pair* p : pairs) {
+    ASSERT_EQ(p->client->send_block(p->at_client, 1, Packet::copy_of(data)), SendResult::ok);
+  }
+  std::uint64_t next_message = start;
+  ASSERT_TRUE(run_until(
+      [&] {
+        for (int k = 0; k < 2; ++k) {
+          if (done_at[k] == 0 && !receives(pairs[k]->server_events, 1).empty()) {
+            done_at[k] = net_.now_us();
+          }
+        }
+        if (net_.now_us() >= next_message) {
+          next_message += 20'000;
+          for (int k = 0; k < 2; ++k) {
+            if (done_at[k] != 0) continue;
+            const auto i = static_cast<std::uint32_t>(sent_at[k].size());
+            EXPECT_EQ(pairs[k]->client->send(pairs[k]->at_client, 0, Delivery::reliable,
+                                             Packet::copy_of(numbered(i, 40)), Priority::high),
+                      SendResult::ok);
+            sent_at[k].push_back(net_.now_us());
+          }
+        }
+        return done_at[0] != 0 && done_at[1] != 0;
+      },
+      120'000'000));
+  run_for(2'000'000);  // the last messages arrive
+  std::uint64_t p90[2] = {0, 0};
+  for (int k = 0; k < 2; ++k) {
+    const Pair& p = *pairs[k];
+    std::vector<std::uint64_t> latency;
+    for (std::size_t e = 0; e < p.server_events.size(); ++e) {
+      const Event& ev = p.server_events[e];
+      if (ev.type != EventType::receive || ev.channel != 0) continue;
+      const std::uint32_t i = index_of(ev.payload());
+      if (i < sent_at[k].size()) latency.push_back(p.server_times[e] - sent_at[k][i]);
+    }
+    ASSERT_EQ(latency.size(), sent_at[k].size());
+    std::sort(latency.begin(), latency.end());
+    p90[k] = latency[latency.size() * 9 / 10];
+    const auto got = receives(p.server_events, 1);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_TRUE(got[0]->payload().size() == data.size() &&
+                std::equal(data.begin(), data.end(), got[0]->payload().begin()));
+  }
+  const double cc_s = static_cast<double>(done_at[0] - start) / 1e6;
+  const double fixed_s = static_cast<double>(done_at[1] - start) / 1e6;
+  std::printf(
+      "1 MiB through 250 KB/s, 50 ms RTT, 1%% loss: congestion control %.2f s (%.0f KB/s), "
+      "p90 message latency %.1f ms; fixed pace %.2f s (%.0f KB/s), p90 %.1f ms; slices resent "
+      "%llu / %llu\n",
+      cc_s, static_cast<double>(data.size()) / cc_s / 1000, static_cast<double>(p90[0]) / 1000.0,
+      fixed_s, static_cast<double>(data.size()) / fixed_s / 1000,
+      static_cast<double>(p90[1]) / 1000.0,
+      static_cast<unsigned long long>(cc.client->stats().block_slices_resent),
+      static_cast<unsigned long long>(fixed.client->stats().block_slices_resent));
+  // The queue: one-way delay is 25 ms plus what waits at the bottleneck. Paced by the model
+  // it stays within a few round trips; at the fixed pace it holds most of the slice window.
+  EXPECT_LT(p90[0], 200'000u);
+  EXPECT_LT(p90[0] * 3, p90[1]);
+  // And the pace is the bottleneck's: at least 70% of it over the whole block.
+  EXPECT_GT(static_cast<double>(data.size()) / cc_s, 0.7 * 250'000);
 }
 
 }  // namespace

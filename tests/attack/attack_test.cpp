@@ -196,6 +196,21 @@ class Attack : public ::testing::Test {
     return a;
   }
 
+  // A Tern client with every extension the server offers, connected and past its first pings,
+  // the header of its datagrams learnt: an attacker the extensions' commands are not refused
+  // to for want of agreement.
+  void connect_tern_attacker() {
+    tern_attacker_ = &h_->add_host("tern-attacker", proto::HostConfig{});
+    tern_attacker_->on_tx = [this](SimHost&, const proto::OutDatagram& d) {
+      learn(d, tern_header_);
+    };
+    auto conn = h_->connect(*tern_attacker_, *server_, 2, 3);
+    ASSERT_TRUE(conn) << h_->seed_note();
+    tern_conn_ = *conn;
+    h_->run_for(600 * kMs);
+    ASSERT_TRUE(tern_header_.has_value()) << "never saw the Tern attacker's header";
+  }
+
   // Remembers the header a client puts on its datagrams once the server assigned its ID.
   static void learn(const proto::OutDatagram& d, std::optional<proto::Header>& out) {
     proto::DecodedHeader dh;
@@ -288,6 +303,9 @@ class Attack : public ::testing::Test {
   Connection attacker_conn_;
   std::optional<proto::Header> attacker_header_;
   std::optional<proto::Header> honest_header_;
+  SimHost* tern_attacker_ = nullptr;  // connect_tern_attacker()
+  Connection tern_conn_;
+  std::optional<proto::Header> tern_header_;
   std::size_t max_buffered_ = 0;
   std::uint32_t rt_seq_ = 0;
 };
@@ -649,13 +667,10 @@ TEST_F(Attack, ExtensionCommandsFromAPlainPeer) {
 TEST_F(Attack, AckRangesForCommandsNeverSent) {
   // A Tern peer that agreed to ack ranges acknowledges sequence numbers the server never sent
   // (and the whole window around them): each is counted and nothing is freed twice.
-  std::optional<proto::Header> tern_header;
-  SimHost& tern_attacker = h_->add_host("tern-attacker", proto::HostConfig{});
-  tern_attacker.on_tx = [&](SimHost&, const proto::OutDatagram& d) { learn(d, tern_header); };
-  auto conn = h_->connect(tern_attacker, *server_, 2, 3);
-  ASSERT_TRUE(conn) << h_->seed_note();
-  h_->run_for(600 * kMs);
-  ASSERT_TRUE(tern_header.has_value());
+  ASSERT_NO_FATAL_FAILURE(connect_tern_attacker());
+  SimHost& tern_attacker = *tern_attacker_;
+  const std::optional<proto::Header>& tern_header = tern_header_;
+  const auto conn = &tern_conn_;
   PeerStats stats;
   ASSERT_TRUE(server_->core->peer_stats(conn->server, stats));
   ASSERT_TRUE(stats.selective_acks) << "the Tern client and server did not agree on ack ranges";
@@ -724,13 +739,10 @@ TEST_F(Attack, ForgedBlockSlicesAndAcks) {
   // A Tern peer that agreed to blocks forges slices: every field against the others and
   // against the server's limits. Nothing is delivered, nothing beyond one honest-sized buffer
   // is taken, and what it did take goes back when it is disconnected.
-  std::optional<proto::Header> tern_header;
-  SimHost& tern_attacker = h_->add_host("tern-attacker", proto::HostConfig{});
-  tern_attacker.on_tx = [&](SimHost&, const proto::OutDatagram& d) { learn(d, tern_header); };
-  auto conn = h_->connect(tern_attacker, *server_, 2, 3);
-  ASSERT_TRUE(conn) << h_->seed_note();
-  h_->run_for(600 * kMs);
-  ASSERT_TRUE(tern_header.has_value());
+  ASSERT_NO_FATAL_FAILURE(connect_tern_attacker());
+  SimHost& tern_attacker = *tern_attacker_;
+  const std::optional<proto::Header>& tern_header = tern_header_;
+  const auto conn = &tern_conn_;
   PeerStats stats;
   ASSERT_TRUE(server_->core->peer_stats(conn->server, stats));
   ASSERT_TRUE(stats.blocks) << "the Tern client and server did not agree on blocks";
@@ -808,6 +820,27 @@ TEST_F(Attack, ForgedBlockSlicesAndAcks) {
                   .command(ext_command(proto::TernExtKind::block_ack, 1, ack.size()), ack)
                   .bytes(),
               "short ack", tern_attacker.address);
+  // Forged refusals of the server's block: for another block ID (late, ignored), of another
+  // length, or naming a cap the block fits in. The block stays in flight, no event comes.
+  auto refusal = [&](std::uint16_t id, std::uint32_t cap, std::size_t length) {
+    std::vector<std::byte> r(length);
+    proto::Writer w(r);
+    w.u16(id);
+    w.u16(0);
+    w.u32(cap);
+    return Datagram(header_of(*tern_header))
+        .command(ext_command(proto::TernExtKind::block_refused, 1, r.size()), r)
+        .bytes();
+  };
+  expect_drop(Drop::unexpected_ack, refusal(7, 1000, proto::kBlockRefusedData),
+              "refusal of another block", tern_attacker.address);
+  expect_drop(Drop::block_malformed, refusal(0, 8 * kMiB, proto::kBlockRefusedData),
+              "refusal naming a cap the block fits in", tern_attacker.address);
+  expect_drop(Drop::block_malformed, refusal(0, 1000, proto::kBlockRefusedData + 4), "long refusal",
+              tern_attacker.address);
+  EXPECT_TRUE(server_->core->block_in_flight(conn->server, 1));
+  EXPECT_EQ(server_->count(EventType::block_refused, conn->server), 0u);
+  EXPECT_EQ(server_->core->counters().blocks_refused, 0u);
   EXPECT_EQ(server_->count(EventType::receive, conn->server), 0u);
   // The incomplete block's buffer goes back with the connection.
   server_->core->disconnect_now(conn->server, 0);
@@ -831,6 +864,13 @@ TEST_F(Attack, BlockCommandsFromAPeerThatDidNotAgree) {
                   .command(ext_command(proto::TernExtKind::block_ack, 1, ack.size()), ack)
                   .bytes(),
               "block_ack");
+  std::vector<std::byte> refused(proto::kBlockRefusedData);
+  expect_drop(
+      Drop::extension_not_agreed,
+      Datagram(header())
+          .command(ext_command(proto::TernExtKind::block_refused, 1, refused.size()), refused)
+          .bytes(),
+      "block_refused");
   expect_unharmed();
 }
 

@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstring>
 #include <set>
@@ -278,6 +281,91 @@ TEST(SocketDriver, WaitReturnsWithoutTraffic) {
   std::vector<rt::RxFrame> rx(4);
   EXPECT_EQ(a->rx_burst(rx), 0u);
   EXPECT_EQ(a->stats().rx_errors, 0u);
+}
+
+// An idle server's wake-up: the wait that ends on one datagram, then one recvmmsg that
+// returns it short, which tells a caller (caps: short_burst_means_empty) that nothing else is
+// queued; no second recvmmsg just to hear EAGAIN.
+TEST(SocketDriver, OneQueuedDatagramCostsOneReceiveCall) {
+  auto a = open("127.0.0.1:0");
+  auto b = open("127.0.0.1:0");
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(a->caps().short_burst_means_empty);
+  send(*b, a->local_endpoint(), "one");
+  const rt::DriverStats before = a->stats();
+  a->wait(10'000'000);  // ends on the datagram
+  std::vector<rt::RxFrame> rx(64);
+  ASSERT_EQ(a->rx_burst(rx), 1u);
+  EXPECT_EQ(as_string(rx[0].bytes), "one");
+  const rt::DriverStats after = a->stats();
+  EXPECT_EQ(after.rx_syscalls - before.rx_syscalls, 1u);
+  EXPECT_EQ(after.wait_syscalls - before.wait_syscalls, 1u);
+  EXPECT_EQ(after.tx_syscalls, before.tx_syscalls);
+}
+
+// A wait that ends without the socket readable (its deadline, the wake fd) answers for the
+// receive right after it; the next wait looks again, so a datagram that arrived in between
+// is late by one wait that returns at once, never lost.
+TEST(SocketDriver, ReceiveAfterAnEmptyWaitAsksNobody) {
+  auto a = open("127.0.0.1:0");
+  auto b = open("127.0.0.1:0");
+  ASSERT_TRUE(a && b);
+  std::vector<rt::RxFrame> rx(64);
+  a->wait(1000);  // nobody sends: ends on its deadline
+  std::uint64_t calls = a->stats().rx_syscalls;
+  EXPECT_EQ(a->rx_burst(rx), 0u);
+  EXPECT_EQ(a->stats().rx_syscalls, calls);
+  EXPECT_EQ(a->rx_burst(rx), 0u);  // only the first receive after the wait is answered
+  EXPECT_EQ(a->stats().rx_syscalls, calls + 1);
+
+  a->wait(1000);
+  send(*b, a->local_endpoint(), "late");
+  calls = a->stats().rx_syscalls;
+  EXPECT_EQ(a->rx_burst(rx), 0u);
+  EXPECT_EQ(a->stats().rx_syscalls, calls);
+  a->wait(10'000'000);  // readable already
+  ASSERT_EQ(a->rx_burst(rx), 1u);
+  EXPECT_EQ(as_string(rx[0].bytes), "late");
+  EXPECT_EQ(a->stats().rx_syscalls, calls + 1);
+
+  // The wake fd ends a wait the same way.
+  const int wake = ::eventfd(1, EFD_NONBLOCK | EFD_CLOEXEC);
+  ASSERT_GE(wake, 0);
+  a->set_wake_fd(wake);
+  a->wait(10'000'000);  // ends on the eventfd, which it empties
+  calls = a->stats().rx_syscalls;
+  EXPECT_EQ(a->rx_burst(rx), 0u);
+  EXPECT_EQ(a->stats().rx_syscalls, calls);
+  std::uint64_t count = 0;
+  EXPECT_LT(::read(wake, &count, sizeof count), 0);  // emptied by the wait
+  a->set_wake_fd(-1);
+  ::close(wake);
+}
+
+// Loaded: full bursts go on until a short one, so the socket is drained by the receive step
+// and not by a round trip through wait().
+TEST(SocketDriver, FullBurstsDrainTheSocket) {
+  auto a = open("127.0.0.1:0");
+  auto b = open("127.0.0.1:0");
+  ASSERT_TRUE(a && b);
+  std::vector<std::string> payloads;
+  std::vector<rt::TxFrame> tx;
+  for (int i = 0; i < 100; ++i) payloads.push_back("d" + std::to_string(i));
+  for (const std::string& p : payloads) tx.push_back({a->local_endpoint(), as_bytes(p)});
+  ASSERT_EQ(b->tx_burst(tx), 100u);  // loopback: queued at a before this returns
+  const std::uint64_t calls = a->stats().rx_syscalls;
+  std::vector<rt::RxFrame> rx(64);
+  std::size_t total = 0;
+  std::size_t bursts = 0;
+  for (;;) {
+    const std::size_t n = a->rx_burst(rx);
+    total += n;
+    ++bursts;
+    if (n < rx.size()) break;
+  }
+  EXPECT_EQ(total, 100u);
+  EXPECT_EQ(bursts, 2u);
+  EXPECT_EQ(a->stats().rx_syscalls - calls, 2u);
 }
 
 TEST(SocketDriver, BurstOptionIsClampedAndReported) {

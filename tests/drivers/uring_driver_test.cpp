@@ -5,6 +5,8 @@
 
 #include "driver_test_support.hpp"
 
+#include <liburing.h>
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -335,6 +337,10 @@ TEST(UringDriver, UnreachableFamilyIsCountedNotSent) {
   const rt::TxFrame f{endpoint("[::1]:9"), as_bytes("x")};
   EXPECT_EQ(u->tx_burst({&f, 1}), 0u);
   EXPECT_EQ(u->stats().tx_dropped, 1u);
+  u->set_tx_deferred(true);  // the same when the burst would be held
+  EXPECT_EQ(u->tx_burst({&f, 1}), 0u);
+  EXPECT_EQ(u->stats().tx_dropped, 2u);
+  EXPECT_EQ(u->stats().tx_datagrams, 0u);
 }
 
 TEST(UringDriver, WaitTimesOutWhenIdle) {
@@ -344,6 +350,96 @@ TEST(UringDriver, WaitTimesOutWhenIdle) {
   u->wait(10000);  // must return; how long it took is not asserted
   std::vector<rt::RxFrame> frames(8);
   EXPECT_EQ(u->rx_burst(frames), 0u);
+}
+
+// An idle server's wake-up on io_uring is one io_uring_enter: the wait submits the reply held
+// from the previous wake-up and sleeps; the completion it woke on is already reaped, so the
+// receive asks nothing, and the reply is held (copied) for the next wait.
+TEST(UringDriver, IdleWakeUpIsOneEnter) {
+  auto u = open_uring(uring_options("127.0.0.1:0"));
+  auto p = open_socket("127.0.0.1:0");
+  ASSERT_TRUE(u && p);
+  EXPECT_NE(as_uring(*u).uring_stats().setup_flags & IORING_SETUP_TASKRUN_FLAG, 0u);
+  EXPECT_TRUE(u->caps().short_burst_means_empty);
+  u->set_tx_deferred(true);
+  std::vector<rt::RxFrame> rx(64);
+  for (int round = 0; round < 3; ++round) {
+    const std::string ping = "ping " + std::to_string(round);
+    send(*p, u->local_endpoint(), ping);
+    const rt::DriverStats before = u->stats();
+    u->wait(10'000'000);  // ends on the ping (and sends the previous round's pong)
+    ASSERT_EQ(u->rx_burst(rx), 1u);
+    EXPECT_EQ(as_string(rx[0].bytes), ping);
+    std::string pong = "pong " + std::to_string(round);
+    const rt::TxFrame reply{rx[0].from, as_bytes(pong)};
+    ASSERT_EQ(u->tx_burst({&reply, 1}), 1u);
+    pong.assign(pong.size(), 'x');  // held sends own a copy of their bytes
+    const rt::DriverStats after = u->stats();
+    EXPECT_EQ(after.wait_syscalls - before.wait_syscalls, 1u);
+    EXPECT_EQ(after.rx_syscalls, before.rx_syscalls);
+    EXPECT_EQ(after.tx_syscalls, before.tx_syscalls);
+    u->wait(0);  // the next wake-up's enter, here without the sleep
+    const auto back = receive(*p, 1);
+    ASSERT_EQ(back.size(), 1u);
+    EXPECT_EQ(back[0].payload, "pong " + std::to_string(round));
+  }
+  EXPECT_EQ(u->stats().tx_datagrams, 3u);
+  EXPECT_EQ(u->stats().tx_errors, 0u);
+}
+
+// Held sends leave with the next enter whoever makes it: a receive, a larger burst (which
+// goes behind them, in order), the last stats refresh, or the driver closing.
+TEST(UringDriver, HeldSendsAreNeverLeftBehind) {
+  auto p = open_socket("127.0.0.1:0");
+  ASSERT_TRUE(p);
+  const Endpoint to = p->local_endpoint();
+  std::vector<rt::RxFrame> rx(64);
+  {
+    auto u = open_uring(uring_options("127.0.0.1:0"));
+    ASSERT_TRUE(u);
+    u->set_tx_deferred(true);
+    send(*u, to, "a");
+    (void)u->rx_burst(rx);
+    std::vector<std::string> big;
+    std::vector<rt::TxFrame> tx;
+    send(*u, to, "b");
+    for (int i = 0; i < 20; ++i) big.push_back("c" + std::to_string(i));
+    for (const std::string& b : big) tx.push_back({to, as_bytes(b)});
+    ASSERT_EQ(u->tx_burst(tx), 20u);
+    send(*u, to, "d");
+    u->refresh_stats();
+    send(*u, to, "e");
+  }  // closes with "e" held
+  const auto got = receive(*p, 24);
+  ASSERT_EQ(got.size(), 24u);
+  EXPECT_EQ(got[0].payload, "a");
+  EXPECT_EQ(got[1].payload, "b");
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(got[2 + i].payload, "c" + std::to_string(i));
+  EXPECT_EQ(got[22].payload, "d");
+  EXPECT_EQ(got[23].payload, "e");
+}
+
+// A short burst means an empty socket: datagrams that arrived after the receive's enter are
+// fetched before it returns short, and full bursts go on until one is short.
+TEST(UringDriver, ShortBurstMeansEmpty) {
+  auto u = open_uring(uring_options("127.0.0.1:0"));
+  auto p = open_socket("127.0.0.1:0");
+  ASSERT_TRUE(u && p);
+  std::vector<rt::RxFrame> rx(64);
+  for (const std::size_t count : {std::size_t{1}, std::size_t{40}, std::size_t{100}}) {
+    std::vector<std::string> payloads;
+    std::vector<rt::TxFrame> tx;
+    for (std::size_t i = 0; i < count; ++i) payloads.push_back(numbered(i, 32));
+    for (const std::string& s : payloads) tx.push_back({u->local_endpoint(), as_bytes(s)});
+    ASSERT_EQ(p->tx_burst(tx), count);  // loopback: in u's socket before this returns
+    std::size_t total = 0;
+    for (;;) {
+      const std::size_t n = u->rx_burst(rx);
+      total += n;
+      if (n < rx.size()) break;
+    }
+    EXPECT_EQ(total, count);
+  }
 }
 
 TEST(UringDriver, SqpollRingExchangesWhenAvailable) {

@@ -317,7 +317,8 @@ class TernNode final : public Node {
         ev.data = e.data;
         ev.reason = e.reason;
         return true;
-      case tern::EventType::receipt:  // never asked for (send_with_receipt)
+      case tern::EventType::receipt:        // never asked for (send_with_receipt)
+      case tern::EventType::block_refused:  // no block sent
       case tern::EventType::none: break;
     }
     return false;

@@ -83,7 +83,8 @@ void handle(Client& c, Event& ev) {
       c.reason = ev.reason;
       break;
     case EventType::none:
-    case EventType::receipt: break;  // never asked for here
+    case EventType::receipt:               // never asked for here
+    case EventType::block_refused: break;  // no block sent here
   }
 }
 

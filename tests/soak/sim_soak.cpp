@@ -303,6 +303,7 @@ void Round::on_server_event(const Event& ev) {
       }
       break;
     case EventType::receipt: fail("server: receipt nobody asked for"); break;
+    case EventType::block_refused: fail("server: refusal of a block never sent"); break;
     case EventType::none: fail("server: event of type none"); break;
   }
 }
@@ -322,6 +323,7 @@ void Round::on_client_event(std::size_t slot, const Event& ev) {
     case EventType::receive: check_receive(*c, true, ev); break;
     case EventType::disconnect: on_end(*c, true, ev); break;
     case EventType::receipt: fail("client: receipt nobody asked for"); break;
+    case EventType::block_refused: fail("client: refusal of a block never sent"); break;
     case EventType::none: fail("client: event of type none"); break;
   }
 }

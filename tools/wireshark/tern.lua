@@ -134,7 +134,8 @@ f.ar_bitfield = ProtoField.uint32("tern.ack_range.bitfield", "Bitfield (bit i: b
 f.ar_acked = ProtoField.string("tern.ack_range.acked", "Acknowledged sequence numbers")
 f.ext_kind = ProtoField.uint8("tern.ext.kind", "Extension kind", base.DEC, {
     [1] = "block slice", [2] = "block ack", [3] = "MTU probe", [4] = "MTU probe ack",
-    [5] = "discovery ping", [6] = "discovery pong", [7] = "congestion feedback" })
+    [5] = "discovery ping", [6] = "discovery pong", [7] = "congestion feedback",
+    [16] = "block refused" })
 f.ext_flags = ProtoField.uint8("tern.ext.flags", "Extension flags", base.HEX)
 f.ar_count = ProtoField.uint8("tern.ack_range.count", "Sequence numbers acknowledged", base.DEC)
 

@@ -113,7 +113,9 @@ struct HostOptions {
   std::uint32_t redundancy_ack_repeats = 2;
   // Large blocks between Tern peers (send_block; WIRE.md, "Large blocks"): paced slices with a
   // slice-ack bitfield. A receiver holds at most max_block_size bytes of blocks in progress
-  // per peer; block_rate is the sender's pace in bytes/s (0: 256 slices per round trip).
+  // per peer, and refuses a larger block with an answer naming its cap (the sender gets
+  // EventType::block_refused). block_rate is the sender's pace in bytes/s; 0: congestion
+  // control's pacing rate where both sides run it, else 256 slices per round trip.
   bool blocks = true;
   std::uint32_t max_block_size = 64u << 20;
   std::uint32_t block_rate = 0;
@@ -182,6 +184,8 @@ struct HostStats {
   std::uint64_t blocks_received = 0;      // large blocks delivered here
   std::uint64_t block_slices_sent = 0;    // their slices sent, resends included
   std::uint64_t block_slices_resent = 0;  // of which resends
+  std::uint64_t blocks_refused = 0;       // sent blocks the peer refused as above its cap (events)
+  std::uint64_t block_timeouts = 0;       // peers timed out for acknowledging no slice of ours
   std::uint64_t paced_datagrams = 0;      // datagrams with bulk data sent under the pacer
   std::uint64_t pacer_waits = 0;          // times the pacer held bulk for a later wake-up
   std::uint64_t cwnd_limited = 0;         // times congestion control's window held bulk back
@@ -262,7 +266,10 @@ class Host {
   // A large block, delivered to the peer as one receive event (reliable) once whole. To a
   // Tern peer: paced slices sized to the MTU with a slice-ack bitfield, up to
   // HostOptions::max_block_size (too_large above), one block per channel at a time
-  // (block_busy until the previous one is wholly acknowledged: block_in_flight). To a plain
+  // (block_busy until the previous one is wholly acknowledged: block_in_flight). A block above
+  // the receiver's cap ends with an EventType::block_refused event naming the cap; from then
+  // on larger blocks to that peer are too_large at once. A peer that acknowledges none of
+  // our slices for timeout_maximum is disconnected (DisconnectReason::timeout). To a plain
   // ENet peer: a reliable message in ENet fragments, capped by max_packet_size.
   SendResult send_block(PeerHandle peer, std::uint8_t channel, Packet block);
   bool block_in_flight(PeerHandle peer, std::uint8_t channel) const;

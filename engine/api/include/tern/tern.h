@@ -95,7 +95,10 @@ typedef enum tern_event_type {
   TERN_EVENT_CONNECT = 1,
   TERN_EVENT_RECEIVE = 2,
   TERN_EVENT_DISCONNECT = 3,
-  TERN_EVENT_RECEIPT = 4 /* tern_peer_send_with_receipt: the peer acknowledged the message */
+  TERN_EVENT_RECEIPT = 4, /* tern_peer_send_with_receipt: the peer acknowledged the message */
+  /* tern_peer_send_block: the peer refused the block on `channel` as above its cap, given in
+   * user_data (bytes); the block is no longer in flight and is not delivered. */
+  TERN_EVENT_BLOCK_REFUSED = 5
 } tern_event_type;
 
 typedef enum tern_disconnect_reason {
@@ -204,7 +207,7 @@ typedef struct tern_host_options {
   uint32_t cc_max_window;    /* bytes (8 MiB) */
   int blocks;                /* tern_peer_send_block as paced slices with Tern peers (1) */
   uint32_t max_block_size;   /* bytes of blocks in progress a peer may make this host hold */
-  uint32_t block_rate;       /* bytes/s; 0: 256 slices per round trip */
+  uint32_t block_rate;       /* bytes/s; 0: congestion control's pace, else 256 slices per RTT */
   uint32_t path_mtu_max;     /* path_mtu's ceiling, at most 4096 */
   int verify_before_peer;    /* no peer before the source answers a cookie (1) */
   size_t half_open_capacity;
@@ -344,8 +347,11 @@ int tern_peer_send_priority(tern_host* host, tern_peer peer, uint8_t channel, co
                             size_t length, uint32_t flags, tern_priority priority);
 /* A large block (copied), delivered to the peer as one reliable TERN_EVENT_RECEIVE once whole.
  * To a Tern peer: paced slices with a slice-ack bitfield, up to 64 MiB; one block per channel
- * at a time (TERN_ERROR_BLOCK_BUSY until the last is wholly acknowledged). To a plain ENet
- * peer: a reliable message in ENet fragments, capped by max_packet_size. */
+ * at a time (TERN_ERROR_BLOCK_BUSY until the last is wholly acknowledged). A block above the
+ * peer's cap ends with TERN_EVENT_BLOCK_REFUSED; once the peer named its cap, larger blocks
+ * to it are TERN_ERROR_TOO_LARGE at once. A peer that acknowledges no slice for the maximum
+ * timeout is disconnected (TIMEOUT). To a plain ENet peer: a reliable message in ENet
+ * fragments, capped by max_packet_size. */
 int tern_peer_send_block(tern_host* host, tern_peer peer, uint8_t channel, const void* data,
                          size_t length);
 /* 1 while a block sent on the channel to the peer is not wholly acknowledged, else 0. */

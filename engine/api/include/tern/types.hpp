@@ -57,7 +57,10 @@ const char* to_string(PeerState s);
 
 // receipt: every command of a reliable message sent with a receipt was acknowledged by the
 // peer (Host::send_with_receipt); `data` is the receipt's number, `channel` the message's.
-enum class EventType : std::uint8_t { none, connect, receive, disconnect, receipt };
+// block_refused: the peer refused the large block we were sending on `channel`
+// (Host::send_block) as above its cap, which `data` gives in bytes; the block is no longer in
+// flight and will not be delivered, and send_block to that peer returns too_large above it.
+enum class EventType : std::uint8_t { none, connect, receive, disconnect, receipt, block_refused };
 
 enum class DisconnectReason : std::uint8_t {
   none,
