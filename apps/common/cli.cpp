@@ -59,6 +59,14 @@ std::optional<std::string_view> CommandLine::value(std::string_view name) const 
   return std::nullopt;
 }
 
+std::vector<std::string_view> CommandLine::values(std::string_view name) const {
+  std::vector<std::string_view> out;
+  for (const auto& g : given_) {
+    if (g.name == name) out.push_back(g.value);
+  }
+  return out;
+}
+
 std::vector<std::string_view> CommandLine::names() const {
   std::vector<std::string_view> out;
   out.reserve(given_.size());

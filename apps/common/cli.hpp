@@ -30,6 +30,8 @@ class CommandLine {
   std::size_t count(std::string_view name) const;
   // The value of the last occurrence (later flags override earlier ones, as in most tools).
   std::optional<std::string_view> value(std::string_view name) const;
+  // The values of every occurrence, in order (a flag that may be repeated).
+  std::vector<std::string_view> values(std::string_view name) const;
   // Names in the order they were given, repeats included.
   std::vector<std::string_view> names() const;
 

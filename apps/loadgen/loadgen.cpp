@@ -888,6 +888,7 @@ int run(const Config& config) {
     o.host.redundancy = config.redundancy;
     o.host.congestion_control = config.congestion_control;
     o.host.congestion_window = config.congestion_window;
+    o.host.channels = proto::channel_switches(config.channel_rules);
     o.host.min_rto_ms = config.min_rto_ms;
     o.host.max_queued = config.max_queued;
     o.host.throttle_reliable_window = config.throttle_window;

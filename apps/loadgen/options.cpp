@@ -1,5 +1,6 @@
 #include "options.hpp"
 
+#include "common/channel_options.hpp"
 #include "common/cli.hpp"
 #include "driver_factory.hpp"
 
@@ -16,7 +17,7 @@ const char* const kUsage =
     "                    [--ack-delay-ms D] [--checksum] [--selective-acks on|off]\n"
     "                    [--fast-retransmit on|off] [--congestion-window on|off]\n"
     "                    [--nodelay on|off] [--redundancy on|off] [--congestion-control on|off]\n"
-    "                    [--min-rto-ms MS]\n"
+    "                    [--min-rto-ms MS] [--channel-options CHANNELS=SWITCHES ...]\n"
     "                    [--throttle-window on|off]\n"
     "                    [--max-queued BYTES]\n"
     "                    [--schedule S:HZ,...] [--per-second] [--json FILE]\n"
@@ -74,6 +75,12 @@ const char* const kUsage =
     "  --congestion-control S  on (default): with a Tern server that runs it too, bulk is paced\n"
     "                      at the estimated bandwidth in a window past ENet's 64 KiB; small\n"
     "                      messages go ahead of it; off: ENet's window and throttle\n"
+    "  --channel-options CHANNELS=SWITCHES  per-channel switches (repeatable; a later rule\n"
+    "                      replaces an earlier one's for the channels both name): on CHANNELS\n"
+    "                      (IDs and ranges, e.g. 1,3-5) turn off no-fast-retransmit,\n"
+    "                      no-nodelay, no-redundancy, no-congestion-control, no-express,\n"
+    "                      no-congestion-window, no-delivery-modes, or set the default level\n"
+    "                      high|medium|low (e.g. --channels 2 --channel-options 1=no-redundancy)\n"
     "  --min-rto-ms MS     retransmission timeouts never below MS (0..1000; default 200, so a\n"
     "                      stall of either side is not taken for a dead link; 0: ENet's)\n"
     "  --throttle-window S off (default): the reliable window stays as RTTs rise; on: ENet's\n"
@@ -170,6 +177,7 @@ constexpr tern::app::FlagSpec kFlags[] = {
     {"nodelay", true},
     {"redundancy", true},
     {"congestion-control", true},
+    {"channel-options", true},
     {"min-rto-ms", true},
     {"max-queued", true},
     {"throttle-window", true},
@@ -427,6 +435,14 @@ bool parse_config(int argc, const char* const* argv, Config& c, std::string& err
       !tern::app::read_on_off(cl, "congestion-control", c.congestion_control, error) ||
       !tern::app::read_on_off(cl, "throttle-window", c.throttle_window, error)) {
     return false;
+  }
+  for (const std::string_view rule : cl.values("channel-options")) {
+    tern::ChannelRule r;
+    if (!tern::app::parse_channel_rule(rule, r, error)) {
+      error = "--channel-options " + error;
+      return false;
+    }
+    c.channel_rules.push_back(r);
   }
   if (const auto j = cl.value("json")) {
     if (j->empty()) {

@@ -68,14 +68,15 @@ struct Config {
   // --token-key FILE (secure sessions): every client connects with a token it minted under
   // this key for --target, its room in the token's user data ("room=N"); all encrypted.
   std::optional<tern::TokenKey> token_key;
-  bool checksum = false;           // HostConfig::checksum
-  bool selective_acks = true;      // HostConfig::selective_acks
-  bool fast_retransmit = true;     // HostConfig::fast_retransmit
-  bool nodelay = false;            // HostConfig::nodelay
-  bool redundancy = false;         // HostConfig::redundancy
-  bool congestion_control = true;  // HostConfig::congestion_control
-  bool congestion_window = true;   // HostConfig::congestion_window
-  std::uint32_t min_rto_ms = 200;  // HostConfig::min_rto_ms
+  bool checksum = false;                         // HostConfig::checksum
+  bool selective_acks = true;                    // HostConfig::selective_acks
+  bool fast_retransmit = true;                   // HostConfig::fast_retransmit
+  bool nodelay = false;                          // HostConfig::nodelay
+  bool redundancy = false;                       // HostConfig::redundancy
+  bool congestion_control = true;                // HostConfig::congestion_control
+  std::vector<tern::ChannelRule> channel_rules;  // --channel-options, in order
+  bool congestion_window = true;                 // HostConfig::congestion_window
+  std::uint32_t min_rto_ms = 200;                // HostConfig::min_rto_ms
   // HostConfig::max_queued for every client: payload bytes a client holds (queued, in flight,
   // unacknowledged) beyond which its next message is refused, counted and owed as lost. Keeps
   // the generator's memory bounded when the target stops taking traffic. 0: no bound.

@@ -1,5 +1,6 @@
 #include "options.hpp"
 
+#include "common/channel_options.hpp"
 #include "common/cli.hpp"
 #include "driver_factory.hpp"
 
@@ -78,6 +79,11 @@ const char* const kUsage =
     "  --pin on|off     pin shard i to CPU i (default: on for --serve unless the process is\n"
     "                   restricted to some CPUs, e.g. by taskset; off for clients)\n"
     "  --checksum       ENet CRC32 on every datagram (both sides must agree)\n"
+    "  --channel-options CHANNELS=SWITCHES  per-channel switches of what this side sends\n"
+    "                   (repeatable, later rules win): on CHANNELS (e.g. 0,2-3) turn off\n"
+    "                   no-fast-retransmit, no-nodelay, no-redundancy, no-congestion-control,\n"
+    "                   no-express, no-congestion-window, no-delivery-modes, or set the\n"
+    "                   default level high|medium|low\n"
     "  --token-key FILE secure sessions (tern-token keygen): a server takes connect tokens\n"
     "                   under this key besides plain clients; a client mints one per\n"
     "                   connection for the --connect address and encrypts everything\n"
@@ -128,7 +134,7 @@ constexpr tern::app::FlagSpec kFlags[] = {
     {"dpdk-mac", true},   {"dpdk-eal", true},     {"dpdk-local-port", true},
     {"dpdk-mbufs", true}, {"dpdk-huge", false},   {"dpdk-config", true},
     {"protocol", true},   {"discover", true},     {"info", true},
-    {"path-mtu", false},  {"token-key", true},
+    {"path-mtu", false},  {"token-key", true},    {"channel-options", true},
 };
 
 // Flags each mode accepts besides its own mode flag; anything else is an error for that mode.
@@ -136,7 +142,7 @@ constexpr std::string_view kRuntimeFlags[] = {
     "checksum",    "path-mtu",  "driver",          "idle",         "shards",
     "pin",         "dpdk-port", "dpdk-ip",         "dpdk-gateway", "dpdk-gateway-mac",
     "dpdk-mac",    "dpdk-eal",  "dpdk-local-port", "dpdk-mbufs",   "dpdk-huge",
-    "dpdk-config", "token-key"};
+    "dpdk-config", "token-key", "channel-options"};
 constexpr std::string_view kServeFlags[] = {"peers", "channels", "protocol", "info"};
 constexpr std::string_view kPingFlags[] = {"count",      "size",        "reliable",
                                            "unreliable", "unsequenced", "channel",
@@ -175,6 +181,14 @@ bool parse_dpdk(const CommandLine& cl, bool serve, RuntimeConfig& r, std::string
 bool parse_runtime(const CommandLine& cl, bool serve, RuntimeConfig& r, std::string& error) {
   r.checksum = cl.has("checksum");
   r.path_mtu = cl.has("path-mtu");
+  for (const std::string_view rule : cl.values("channel-options")) {
+    tern::ChannelRule c;
+    if (!tern::app::parse_channel_rule(rule, c, error)) {
+      error = "--channel-options " + error;
+      return false;
+    }
+    r.channel_rules.push_back(c);
+  }
   if (const auto k = cl.value("token-key")) {
     tern::TokenKey key;
     if (!tern::load_token_key(std::string(*k), key, error)) {

@@ -33,7 +33,8 @@ struct RuntimeConfig {
   bool pin = false;
   bool checksum = false;
   bool path_mtu = false;  // path MTU discovery with Tern peers that run it too
-  DpdkOptions dpdk;       // driver == dpdk
+  std::vector<tern::ChannelRule> channel_rules;  // --channel-options, in order
+  DpdkOptions dpdk;                              // driver == dpdk
   // --token-key FILE (secure sessions): a server takes tokens under this key (policy
   // optional: plain ENet clients still connect); a client mints one per connection.
   std::optional<tern::TokenKey> token_key;

@@ -24,6 +24,7 @@ rt::ShardGroupOptions group_options(const RuntimeConfig& runtime, const tern::En
   o.host.channel_limit = channel_limit;
   o.host.checksum = runtime.checksum;
   o.host.pmtu = runtime.path_mtu;
+  o.host.channels = proto::channel_switches(runtime.channel_rules);
   // The clients (each shard on its own port) only read the echoes, so they take them as views
   // of the received datagrams; the server sends each message back out and needs it as a Packet.
   o.host.lend_payloads = !share_port;

@@ -3,6 +3,8 @@
 // message names the file, the key and the reason.
 #include "config.hpp"
 
+#include "common/channel_options.hpp"
+
 #include <toml++/toml.h>
 
 #include <charconv>
@@ -264,10 +266,27 @@ bool load_config_file(const std::string& path, RelayConfig& config, std::string&
   }
 
   if (const toml::table* t = r.section(root, "protocol")) {
-    if (!r.only(*t, "protocol",
-                {"checksum", "selective_acks", "ack_delay_ms", "fast_retransmit",
-                 "congestion_window", "min_rto_ms", "throttle_window", "path_mtu"})) {
+    if (!r.only(
+            *t, "protocol",
+            {"checksum", "selective_acks", "ack_delay_ms", "fast_retransmit", "congestion_window",
+             "min_rto_ms", "throttle_window", "path_mtu", "channel_options"})) {
       return false;
+    }
+    if (const toml::node* n = t->get("channel_options")) {
+      const toml::array* a = n->as_array();
+      if (a == nullptr) {
+        return r.fail("protocol.channel_options", "must be an array of \"CHANNELS=SWITCHES\"");
+      }
+      c.channel_rules.clear();
+      for (std::size_t i = 0; i < a->size(); ++i) {
+        const auto s = (*a)[i].value_exact<std::string>();
+        tern::ChannelRule rule;
+        std::string why = "must be a string";
+        if (!s || !tern::app::parse_channel_rule(*s, rule, why)) {
+          return r.fail("protocol.channel_options[" + std::to_string(i) + "]", why);
+        }
+        c.channel_rules.push_back(rule);
+      }
     }
     if (!r.boolean(*t, "protocol", "checksum", c.checksum)) return false;
     if (!r.boolean(*t, "protocol", "selective_acks", c.selective_acks)) return false;

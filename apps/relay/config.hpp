@@ -4,6 +4,7 @@
 
 #include <tern/endpoint.hpp>
 #include <tern/secure.hpp>
+#include <tern/types.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -110,6 +111,9 @@ struct RelayConfig {
   // (HostConfig::throttle_reliable_window). Off: a client that fell behind for a moment gets
   // its copies at full window again instead of one MTU per round trip.
   bool throttle_window = false;
+  // [protocol] channel_options: per-channel switches of what the relay sends (tern::ChannelRule,
+  // "CHANNELS=SWITCHES" each: apps/common/channel_options.hpp), in order.
+  std::vector<tern::ChannelRule> channel_rules;
 
   // [kcp]: KCP members (kcp-go, ikcp) on a second UDP port (config/relay.toml, README.md).
   bool kcp = false;                    // the section is present (or --kcp-port given)

@@ -228,6 +228,7 @@ Relay::Relay(const RelayConfig& config)
         o.host.congestion_window = config.congestion_window;
         o.host.min_rto_ms = config.min_rto_ms;
         o.host.throttle_reliable_window = config.throttle_window;
+        o.host.channels = proto::channel_switches(config.channel_rules);
         o.host.verify_before_peer = config.verify_before_peer;
         o.host.half_open_capacity = config.half_open_capacity;
         o.host.half_open_timeout_ms = config.half_open_timeout_ms;

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <iterator>
 #include <new>
 #include <string>
 #include <string_view>
@@ -72,8 +73,8 @@ uint32_t to_flags(tern::Delivery d) {
     case tern::Delivery::reliable: return TERN_SEND_RELIABLE;
     case tern::Delivery::unreliable: return 0;
     case tern::Delivery::unsequenced: return TERN_SEND_UNSEQUENCED;
-    case tern::Delivery::reliable_unordered:
-    case tern::Delivery::reliable_sequenced: return TERN_SEND_RELIABLE;
+    case tern::Delivery::reliable_unordered: return TERN_SEND_RELIABLE_UNORDERED;
+    case tern::Delivery::reliable_sequenced: return TERN_SEND_RELIABLE_SEQUENCED;
   }
   return 0;
 }
@@ -108,6 +109,40 @@ tern::HostOptions to_cpp(const tern_host_options& o) {
   h.discovery = o.discovery != 0;
   h.discovery_rate_per_address = o.discovery_rate_per_address;
   h.discovery_rate_per_prefix = o.discovery_rate_per_prefix;
+  std::copy(std::begin(o.nodelay_channels), std::end(o.nodelay_channels),
+            h.nodelay_channels.begin());
+  h.nodelay_resend = o.nodelay_resend;
+  h.redundancy_max_k = o.redundancy_max_k;
+  h.redundancy_budget_percent = o.redundancy_budget_percent;
+  h.redundancy_high_loss_budget_percent = o.redundancy_high_loss_budget_percent;
+  h.redundancy_ack_repeats = o.redundancy_ack_repeats;
+  h.congestion_control = o.congestion_control != 0;
+  h.cc_express_bytes = o.cc_express_bytes;
+  h.cc_max_window = o.cc_max_window;
+  h.blocks = o.blocks != 0;
+  h.max_block_size = o.max_block_size;
+  h.block_rate = o.block_rate;
+  h.path_mtu_max = o.path_mtu_max;
+  h.verify_before_peer = o.verify_before_peer != 0;
+  h.half_open_capacity = o.half_open_capacity;
+  h.half_open_timeout_ms = o.half_open_timeout_ms;
+  const std::size_t rules = std::min<std::size_t>(o.channel_option_count, TERN_MAX_CHANNEL_RULES);
+  for (std::size_t i = 0; i < rules; ++i) {
+    const tern_channel_options& c = o.channel_options[i];
+    tern::ChannelRule r;
+    std::copy(std::begin(c.channels), std::end(c.channels), r.channels.begin());
+    r.options.fast_retransmit = c.fast_retransmit != 0;
+    r.options.nodelay = c.nodelay != 0;
+    r.options.redundancy = c.redundancy != 0;
+    r.options.congestion_control = c.congestion_control != 0;
+    r.options.cc_express = c.cc_express != 0;
+    r.options.congestion_window = c.congestion_window != 0;
+    r.options.delivery_modes = c.delivery_modes != 0;
+    r.options.priority = c.priority >= TERN_PRIORITY_IMMEDIATE && c.priority <= TERN_PRIORITY_LOW
+                             ? static_cast<tern::Priority>(c.priority)
+                             : tern::Priority::medium;
+    h.channel_options.push_back(r);
+  }
   return h;
 }
 
@@ -136,6 +171,50 @@ void to_c(tern_host& h, tern::Event& ev, tern_event& out) {
   }
 }
 
+// A send at `priority`, or at the channel's default level (tern_channel_options) when null.
+int send_at(tern_host* host, tern_peer peer, uint8_t channel, const void* data, size_t length,
+            uint32_t flags, const tern_priority* priority) {
+  if (host == nullptr) return TERN_ERROR_INVALID_ARGUMENT;
+  constexpr uint32_t known = TERN_SEND_RELIABLE | TERN_SEND_UNSEQUENCED |
+                             TERN_SEND_UNRELIABLE_FRAGMENT | TERN_SEND_RELIABLE_UNORDERED |
+                             TERN_SEND_RELIABLE_SEQUENCED;
+  constexpr uint32_t modes = (TERN_SEND_RELIABLE_UNORDERED | TERN_SEND_RELIABLE_SEQUENCED) &
+                             ~static_cast<uint32_t>(TERN_SEND_RELIABLE);
+  if ((flags & ~known) != 0 ||
+      (flags & (TERN_SEND_RELIABLE | TERN_SEND_UNSEQUENCED)) ==
+          (TERN_SEND_RELIABLE | TERN_SEND_UNSEQUENCED) ||
+      ((flags & modes) != 0 && (flags & TERN_SEND_RELIABLE) == 0) || (flags & modes) == modes ||
+      (data == nullptr && length != 0)) {
+    set_error(host,
+              "send: unknown flags, RELIABLE with UNSEQUENCED, a delivery mode without "
+              "RELIABLE or both modes, or no data");
+    return TERN_ERROR_INVALID_ARGUMENT;
+  }
+  const auto has = [&](uint32_t f) { return (flags & f) == f; };
+  const tern::Delivery delivery =
+      has(TERN_SEND_RELIABLE_UNORDERED)   ? tern::Delivery::reliable_unordered
+      : has(TERN_SEND_RELIABLE_SEQUENCED) ? tern::Delivery::reliable_sequenced
+      : has(TERN_SEND_RELIABLE)           ? tern::Delivery::reliable
+      : has(TERN_SEND_UNSEQUENCED)        ? tern::Delivery::unsequenced
+                                          : tern::Delivery::unreliable;
+  try {
+    const std::span<const std::byte> bytes(static_cast<const std::byte*>(data), length);
+    const int r =
+        to_c(priority == nullptr
+                 ? host->host->send(to_cpp(peer), channel, delivery, bytes)
+                 : host->host->send(to_cpp(peer), channel, delivery, tern::Packet::copy_of(bytes),
+                                    static_cast<tern::Priority>(*priority)));
+    if (r != TERN_OK) set_error(host, "send: refused (see the result)");
+    return r;
+  } catch (const std::bad_alloc&) {
+    set_error(host, "send: out of memory");
+    return TERN_ERROR_NO_MEMORY;
+  } catch (...) {
+    set_error(host, "send: failed");
+    return TERN_ERROR;
+  }
+}
+
 }  // namespace
 
 static_assert(static_cast<int>(tern::EventType::receive) == TERN_EVENT_RECEIVE);
@@ -144,6 +223,8 @@ static_assert(static_cast<int>(tern::EventType::receipt) == TERN_EVENT_RECEIPT);
 static_assert(static_cast<int>(tern::EventType::block_refused) == TERN_EVENT_BLOCK_REFUSED);
 static_assert(static_cast<int>(tern::DisconnectReason::evicted) == TERN_REASON_EVICTED);
 static_assert(static_cast<int>(tern::PeerState::zombie) == TERN_PEER_ZOMBIE);
+static_assert(static_cast<int>(tern::Priority::immediate) == TERN_PRIORITY_IMMEDIATE);
+static_assert(static_cast<int>(tern::Priority::low) == TERN_PRIORITY_LOW);
 
 extern "C" {
 
@@ -180,7 +261,39 @@ tern_host_options tern_host_options_default(void) {
   o.discovery = h.discovery;
   o.discovery_rate_per_address = static_cast<uint32_t>(h.discovery_rate_per_address);
   o.discovery_rate_per_prefix = static_cast<uint32_t>(h.discovery_rate_per_prefix);
+  std::copy(h.nodelay_channels.begin(), h.nodelay_channels.end(), std::begin(o.nodelay_channels));
+  o.nodelay_resend = h.nodelay_resend;
+  o.redundancy_max_k = h.redundancy_max_k;
+  o.redundancy_budget_percent = h.redundancy_budget_percent;
+  o.redundancy_high_loss_budget_percent = h.redundancy_high_loss_budget_percent;
+  o.redundancy_ack_repeats = h.redundancy_ack_repeats;
+  o.congestion_control = h.congestion_control;
+  o.cc_express_bytes = h.cc_express_bytes;
+  o.cc_max_window = h.cc_max_window;
+  o.blocks = h.blocks;
+  o.max_block_size = h.max_block_size;
+  o.block_rate = h.block_rate;
+  o.path_mtu_max = h.path_mtu_max;
+  o.verify_before_peer = h.verify_before_peer;
+  o.half_open_capacity = h.half_open_capacity;
+  o.half_open_timeout_ms = h.half_open_timeout_ms;
+  for (tern_channel_options& c : o.channel_options) c = tern_channel_options_default();
+  o.channel_option_count = 0;
   return o;
+}
+
+tern_channel_options tern_channel_options_default(void) {
+  const tern::ChannelOptions d;
+  tern_channel_options c{};
+  c.fast_retransmit = d.fast_retransmit;
+  c.nodelay = d.nodelay;
+  c.redundancy = d.redundancy;
+  c.congestion_control = d.congestion_control;
+  c.cc_express = d.cc_express;
+  c.congestion_window = d.congestion_window;
+  c.delivery_modes = d.delivery_modes;
+  c.priority = static_cast<tern_priority>(d.priority);
+  return c;
 }
 
 tern_host* tern_host_create(const tern_host_options* options, const char* bind, char* error,
@@ -294,7 +407,7 @@ void tern_host_flush(tern_host* host) {
 
 int tern_peer_send(tern_host* host, tern_peer peer, uint8_t channel, const void* data,
                    size_t length, uint32_t flags) {
-  return tern_peer_send_priority(host, peer, channel, data, length, flags, TERN_PRIORITY_MEDIUM);
+  return send_at(host, peer, channel, data, length, flags, nullptr);
 }
 
 int tern_peer_send_priority(tern_host* host, tern_peer peer, uint8_t channel, const void* data,
@@ -304,35 +417,7 @@ int tern_peer_send_priority(tern_host* host, tern_peer peer, uint8_t channel, co
     set_error(host, "send: unknown priority");
     return TERN_ERROR_INVALID_ARGUMENT;
   }
-  constexpr uint32_t known =
-      TERN_SEND_RELIABLE | TERN_SEND_UNSEQUENCED | TERN_SEND_UNRELIABLE_FRAGMENT;
-  if ((flags & ~known) != 0 ||
-      (flags & (TERN_SEND_RELIABLE | TERN_SEND_UNSEQUENCED)) ==
-          (TERN_SEND_RELIABLE | TERN_SEND_UNSEQUENCED) ||
-      (data == nullptr && length != 0)) {
-    set_error(host, "send: unknown flags, RELIABLE with UNSEQUENCED, or no data");
-    return TERN_ERROR_INVALID_ARGUMENT;
-  }
-  const tern::Delivery delivery = (flags & TERN_SEND_RELIABLE) != 0 ? tern::Delivery::reliable
-                                  : (flags & TERN_SEND_UNSEQUENCED) != 0
-                                      ? tern::Delivery::unsequenced
-                                      : tern::Delivery::unreliable;
-  try {
-    const std::span<const std::byte> bytes(static_cast<const std::byte*>(data), length);
-    const int r =
-        to_c(priority == TERN_PRIORITY_MEDIUM
-                 ? host->host->send(to_cpp(peer), channel, delivery, bytes)
-                 : host->host->send(to_cpp(peer), channel, delivery, tern::Packet::copy_of(bytes),
-                                    static_cast<tern::Priority>(priority)));
-    if (r != TERN_OK) set_error(host, "send: refused (see the result)");
-    return r;
-  } catch (const std::bad_alloc&) {
-    set_error(host, "send: out of memory");
-    return TERN_ERROR_NO_MEMORY;
-  } catch (...) {
-    set_error(host, "send: failed");
-    return TERN_ERROR;
-  }
+  return send_at(host, peer, channel, data, length, flags, &priority);
 }
 
 int tern_peer_send_with_receipt(tern_host* host, tern_peer peer, uint8_t channel, const void* data,
@@ -443,6 +528,9 @@ int tern_peer_get_stats(const tern_host* host, tern_peer peer, tern_peer_stats* 
   stats->delivery_modes = s.delivery_modes;
   stats->redundancy = s.redundancy;
   stats->redundancy_k = s.redundancy_k;
+  stats->congestion_control = s.congestion_control;
+  stats->blocks = s.blocks;
+  stats->path_mtu = s.path_mtu;
   stats->queued_bytes = s.queued_bytes;
   stats->ping_interval_ms = s.ping_interval_ms;
   stats->timeout_limit = s.timeout_limit;
@@ -568,6 +656,13 @@ void tern_host_get_stats(const tern_host* host, tern_host_stats* stats) {
     stats->discovery_truncated = s.discovery_truncated;
     stats->discovery_pings_out = s.discovery_pings_out;
     stats->discovery_answers = s.discovery_answers;
+    stats->nodelay_resends = s.nodelay_resends;
+    stats->redundant_unreliable_sent = s.redundant_unreliable_sent;
+    stats->paced_datagrams = s.paced_datagrams;
+    stats->pacer_waits = s.pacer_waits;
+    stats->cwnd_limited = s.cwnd_limited;
+    stats->blocks_sent = s.blocks_sent;
+    stats->blocks_received = s.blocks_received;
   } catch (...) {
     set_error(host, "stats: out of memory");
   }

@@ -74,6 +74,7 @@ proto::HostConfig to_config(const HostOptions& o, std::uint64_t seed, const Endp
   c.congestion_control = o.congestion_control;
   c.cc_express_bytes = o.cc_express_bytes;
   c.cc_max_window = o.cc_max_window;
+  c.channels = proto::channel_switches(o.channel_options);
   c.verify_before_peer = o.verify_before_peer;
   c.half_open_capacity = o.half_open_capacity;
   c.half_open_timeout_ms = o.half_open_timeout_ms;
@@ -282,6 +283,12 @@ SendResult Host::send_with_receipt(PeerHandle peer, std::uint8_t channel, Delive
                                                       receipt, priority);
   if (r == SendResult::ok && priority == Priority::immediate) impl_->pump_transmit();
   return r;
+}
+
+SendResult Host::send_with_receipt(PeerHandle peer, std::uint8_t channel, Delivery delivery,
+                                   Packet payload, std::uint32_t receipt) {
+  if (impl_->kcp_) return SendResult::not_reliable;
+  return impl_->core_.send_with_receipt(peer, channel, delivery, std::move(payload), receipt);
 }
 
 SendResult Host::send(PeerHandle peer, std::uint8_t channel, Delivery delivery, Packet payload,

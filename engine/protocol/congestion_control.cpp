@@ -43,6 +43,12 @@ constexpr std::uint64_t kNoRound = ~std::uint64_t{0};
 
 inline bool HostCore::Impl::cc_on(const Peer& p) { return p.congestion_control; }
 
+// Whether the channel's reliable messages are under the model (HostConfig::channels): a
+// channel with the switch off sends as to a peer that did not agree.
+inline bool HostCore::Impl::cc_channel(const Peer& p, std::uint8_t channel_id) const {
+  return cc_on(p) && !channel_off(config.channels.no_congestion_control, channel_id);
+}
+
 // The model, once the first bulk message started it (null before, and where not agreed).
 inline CongestionState* HostCore::Impl::cc_model(const Peer& p) {
   return p.congestion_control && p.extra != nullptr && p.extra->cc.on ? &p.extra->cc : nullptr;
@@ -179,7 +185,7 @@ inline CongestionState& HostCore::Impl::cc_ready(Peer& p) {
 // May a bulk command of `c` go now? Counts what held it back; a paced peer's timer wakes it.
 inline bool HostCore::Impl::cc_allows(Peer& p, const PeerQueues& q, const OutCmd& c) {
   CongestionState& s = cc_ready(p);
-  const std::uint32_t window = std::min(s.cwnd, q.congestion_window);
+  const std::uint32_t window = std::min(s.cwnd, congestion_window_limit(q, c.channel_id));
   if (q.reliable_data_in_transit + c.fragment_length > std::max<std::uint32_t>(window, p.mtu)) {
     ++counters.cwnd_limited;
     return false;
@@ -210,8 +216,9 @@ inline std::uint64_t HostCore::Impl::cc_wake_ms(const Peer& p) const {
 // Where a small reliable message queues: ahead of bulk, behind the express ones before it.
 inline bool HostCore::Impl::cc_express(const Peer& p, const Command& cmd, const Channel& ch,
                                        std::uint16_t length) const {
-  return cc_on(p) && cmd.type() == Cmd::send_reliable && length <= config.cc_express_bytes &&
-         ch.bulk_unsent == 0;
+  return cc_channel(p, cmd.channel_id) && cmd.type() == Cmd::send_reliable &&
+         length <= config.cc_express_bytes && ch.bulk_unsent == 0 &&
+         !channel_off(config.channels.no_express, cmd.channel_id);
 }
 
 }  // namespace tern::proto

@@ -31,7 +31,11 @@ inline void HostCore::Impl::congestion_window_on_acked(PeerQueues& q, const OutC
   if (q.congestion_window >= kMaxWindowSize) q.congestion_window = kUnlimitedWindow;
 }
 
-inline std::uint32_t HostCore::Impl::congestion_window_limit(const PeerQueues& q) const {
+// A channel with the switch off (HostConfig::channels) is not held to it: its commands still
+// count in what is in transit, for the channels that are.
+inline std::uint32_t HostCore::Impl::congestion_window_limit(const PeerQueues& q,
+                                                             std::uint8_t channel_id) const {
+  if (channel_off(config.channels.no_congestion_window, channel_id)) return kUnlimitedWindow;
   return q.congestion_window;
 }
 

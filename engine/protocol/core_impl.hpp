@@ -571,7 +571,12 @@ struct HostCore::Impl {
   std::uint64_t extension_deadline(const Peer& p) const;
   bool extension_timers(Peer& p);
   std::size_t extension_datagrams(Peer& p, std::span<OutDatagram> out);
-  std::uint32_t extension_send_window(const PeerQueues& q) const;
+  std::uint32_t extension_send_window(const PeerQueues& q, std::uint8_t channel_id) const;
+  // HostConfig::channels: the switch `set` turns its extension off on the channel.
+  static bool channel_off(const ChannelSet& set, std::uint8_t channel_id) {
+    return channel_id != kSystemChannel && in_channel_set(set, channel_id);
+  }
+  Priority channel_priority(std::uint8_t channel_id) const;
   void extension_extras(Peer& p, Build& b);
   void extension_commands(Peer& p, Build& b);
   void on_range_written(Peer& p, const PendingAck& a);
@@ -606,7 +611,7 @@ struct HostCore::Impl {
   std::uint32_t delivery_modes_offered() const;
   std::uint32_t delivery_modes_agreed(const Peer& p) const;
   void delivery_modes_on_agreed(Peer& p, std::uint32_t agreed);
-  static std::uint8_t delivery_flags(const Peer& p, Delivery delivery);
+  std::uint8_t delivery_flags(const Peer& p, Delivery delivery, std::uint8_t channel_id) const;
   // ---- redundancy.cpp: extension: copies of what is unacknowledged, acks repeated ---------
   std::uint32_t redundancy_offered() const;
   std::uint32_t redundancy_agreed(const Peer& p) const;
@@ -652,7 +657,7 @@ struct HostCore::Impl {
   // ---- congestion_window.cpp: extension: after a stall, one MTU in transit, regrown --------
   void congestion_window_on_timeouts(const Peer& p, PeerQueues& q, std::uint64_t first_sent_ms);
   void congestion_window_on_acked(PeerQueues& q, const OutCmd& c);
-  std::uint32_t congestion_window_limit(const PeerQueues& q) const;
+  std::uint32_t congestion_window_limit(const PeerQueues& q, std::uint8_t channel_id) const;
 
   // ---- congestion_control.cpp: extension: bandwidth and RTT model, pacing, express queue ----
   static bool cc_on(const Peer& p);
@@ -670,6 +675,7 @@ struct HostCore::Impl {
   void cc_paced_sent(Peer& p, const OutCmd& c);
   std::uint64_t cc_wake_ms(const Peer& p) const;
   bool cc_express(const Peer& p, const Command& cmd, const Channel& ch, std::uint16_t length) const;
+  bool cc_channel(const Peer& p, std::uint8_t channel_id) const;
   // ---- pmtu.cpp: extension: path MTU discovery, probes and their acknowledgements --------
   static constexpr std::uint16_t kPmtuStep = 16;  // the search ends when lo and hi are closer
   static constexpr std::uint32_t kPmtuStartMs = 200;

@@ -92,7 +92,7 @@ inline HostCore::Impl::Wrote HostCore::Impl::write_reliable_one(Peer& p, Build& 
     }
   }
   // Congestion control replaces ENet's window and throttle for bulk; express messages pass.
-  const bool cc = cc_on(p) && c->has_payload();
+  const bool cc = c->has_payload() && cc_channel(p, c->channel_id);
   const bool paced = cc && !c->express;
   if (paced) {
     if (!cc_allows(p, q, *c)) return Wrote::blocked;
@@ -100,8 +100,8 @@ inline HostCore::Impl::Wrote HostCore::Impl::write_reliable_one(Peer& p, Build& 
     const std::uint32_t throttled = config.throttle_reliable_window && !config.nodelay
                                         ? (p.packet_throttle * p.window_size) / kPacketThrottleScale
                                         : p.window_size;
-    std::uint32_t window =
-        std::max<std::uint32_t>(std::min(throttled, extension_send_window(q)), p.mtu);
+    std::uint32_t window = std::max<std::uint32_t>(
+        std::min(throttled, extension_send_window(q, c->channel_id)), p.mtu);
     if (c->priority == Priority::low) window = low_priority_window(p, window);
     if (q.reliable_data_in_transit + c->fragment_length > window) {
       return Wrote::blocked;

@@ -21,8 +21,11 @@ inline void HostCore::Impl::delivery_modes_on_agreed(Peer& p, std::uint32_t agre
   p.delivery_modes = (agreed & kFeatureDeliveryModes) != 0;
 }
 
-inline std::uint8_t HostCore::Impl::delivery_flags(const Peer& p, Delivery delivery) {
-  if (!p.delivery_modes) return 0;
+// A channel whose switch is off (HostConfig::channels) sends the modes as plain reliable,
+// as to a peer that did not agree; what the peer marks on it is still honoured.
+inline std::uint8_t HostCore::Impl::delivery_flags(const Peer& p, Delivery delivery,
+                                                   std::uint8_t channel_id) const {
+  if (!p.delivery_modes || channel_off(config.channels.no_delivery_modes, channel_id)) return 0;
   if (delivery == Delivery::reliable_unordered) return kFlagTernUnordered;
   if (delivery == Delivery::reliable_sequenced) return kFlagTernSequenced;
   return 0;

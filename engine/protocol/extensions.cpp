@@ -132,9 +132,21 @@ inline std::size_t HostCore::Impl::extension_datagrams(Peer& p, std::span<OutDat
 
 // ---- the datagram builder (datagram_builder.cpp) ------------------------------------------
 
-// Reliable payload bytes the extensions let be in transit, on top of ENet's windows.
-inline std::uint32_t HostCore::Impl::extension_send_window(const PeerQueues& q) const {
-  return congestion_window_limit(q);
+// Reliable payload bytes the extensions let be in transit, on top of ENet's windows, for a
+// command of the channel.
+inline std::uint32_t HostCore::Impl::extension_send_window(const PeerQueues& q,
+                                                           std::uint8_t channel_id) const {
+  return congestion_window_limit(q, channel_id);
+}
+
+// ---- per-channel switches (HostConfig::channels) ----------------------------------------
+// Each extension asks channel_off (core_impl.hpp) about its own switch where it acts on a
+// channel's message; the default priority is the scheduler's, asked here by send().
+
+inline Priority HostCore::Impl::channel_priority(std::uint8_t channel_id) const {
+  if (channel_off(config.channels.priority_high, channel_id)) return Priority::high;
+  if (channel_off(config.channels.priority_low, channel_id)) return Priority::low;
+  return Priority::medium;
 }
 
 // The datagram's own commands are written and it is not empty: what the extensions add to

@@ -13,7 +13,8 @@ namespace tern::proto {
 // overtaken. What it finds goes back to the front of outgoing_reliable, in order, as a timeout
 // would put it, but keeps its retransmission timeout (the path is delivering) and leaves the
 // congestion window alone. On nodelay's channels (nodelay.cpp) the rule is KCP's count of later
-// acknowledgements instead of the time margin.
+// acknowledgements instead of the time margin; on a channel whose switch is off
+// (HostConfig::channels) neither rule: its losses wait for their timeout.
 inline void HostCore::Impl::fast_retransmit_after_acks(Peer& p) {
   if (p.queues == nullptr) return;
   PeerQueues& q = *p.queues;
@@ -35,7 +36,8 @@ inline void HostCore::Impl::fast_retransmit_after_acks(Peer& p) {
       lost = c->later_acks >= config.nodelay_resend;
       if (lost) ++counters.nodelay_resends;
     } else {
-      lost = time_rule && c->sent_time_ms + margin < q.newest_acked_sent_ms;
+      lost = time_rule && c->sent_time_ms + margin < q.newest_acked_sent_ms &&
+             !channel_off(config.channels.no_fast_retransmit, c->channel_id);
     }
     if (lost) {
       c->later_acks = 0;

@@ -262,6 +262,31 @@ inline bool HostCore::Impl::poll_event(Event& out) {
   return true;
 }
 
+// ---- per-channel switches ----------------------------------------------------------------
+
+ChannelSwitches channel_switches(std::span<const ChannelRule> rules) {
+  ChannelSwitches s;
+  const auto set = [](ChannelSet& target, const ChannelMask& channels, bool on) {
+    for (std::size_t w = 0; w < target.size(); ++w) {
+      target[w] = on ? target[w] | channels[w] : target[w] & ~channels[w];
+    }
+  };
+  for (const ChannelRule& r : rules) {
+    const ChannelOptions& o = r.options;
+    set(s.no_fast_retransmit, r.channels, !o.fast_retransmit);
+    set(s.no_nodelay, r.channels, !o.nodelay);
+    set(s.no_redundancy, r.channels, !o.redundancy);
+    set(s.no_congestion_control, r.channels, !o.congestion_control);
+    set(s.no_express, r.channels, !o.cc_express);
+    set(s.no_congestion_window, r.channels, !o.congestion_window);
+    set(s.no_delivery_modes, r.channels, !o.delivery_modes);
+    set(s.priority_high, r.channels,
+        o.priority == Priority::high || o.priority == Priority::immediate);
+    set(s.priority_low, r.channels, o.priority == Priority::low);
+  }
+  return s;
+}
+
 // ---- HostCore forwarding ------------------------------------------------------------------
 
 HostCore::HostCore(const HostConfig& config) : impl_(std::make_unique<Impl>(config)) {}
@@ -277,13 +302,22 @@ PeerHandle HostCore::connect(std::uint64_t now_us, const Endpoint& to, std::size
   return impl_->connect(now_us, to, channel_count, data);
 }
 
+// Without a priority, the channel's default level (HostConfig::channels).
 SendResult HostCore::send(PeerHandle peer, std::uint8_t channel, Delivery delivery,
                           Packet payload) {
+  const Priority level = impl_->channel_priority(channel);
+  if (level != Priority::medium) {
+    return impl_->send_at(peer, channel, delivery, std::move(payload), level, nullptr);
+  }
   return impl_->send(peer, channel, delivery, std::move(payload));
 }
 
 SendResult HostCore::send_with_receipt(PeerHandle peer, std::uint8_t channel, Delivery delivery,
                                        Packet payload, std::uint32_t receipt) {
+  const Priority level = impl_->channel_priority(channel);
+  if (level != Priority::medium) {
+    return impl_->send_at(peer, channel, delivery, std::move(payload), level, &receipt);
+  }
   return impl_->send_with_receipt(peer, channel, delivery, std::move(payload), receipt);
 }
 
@@ -312,7 +346,7 @@ SendResult HostCore::send(PeerHandle peer, std::uint8_t channel, Delivery delive
   if (p == nullptr || p->state != PeerState::connected) return SendResult::not_connected;
   if (channel >= p->channel_count) return SendResult::bad_channel;
   if (payload.size() > impl_->config.max_packet_size) return SendResult::too_large;
-  return impl_->send(peer, channel, delivery, Packet::copy_of(payload));
+  return send(peer, channel, delivery, Packet::copy_of(payload));
 }
 
 std::size_t HostCore::send_many(std::span<const PeerHandle> peers, std::uint8_t channel,
@@ -322,6 +356,7 @@ std::size_t HostCore::send_many(std::span<const PeerHandle> peers, std::uint8_t 
   for (const PeerHandle& to : peers) n += to == skip ? 0 : 1;
   Packet::Shares shares(payload, n);
   std::size_t accepted = 0;
+  impl_->sending_priority = impl_->channel_priority(channel);
   for (const PeerHandle& to : peers) {
     if (to == skip) continue;
     Peer* p = impl_->find(to);
@@ -331,6 +366,7 @@ std::size_t HostCore::send_many(std::span<const PeerHandle> peers, std::uint8_t 
       *deepest = std::max(*deepest, p->queues->queued_bytes);
     }
   }
+  impl_->sending_priority = Priority::medium;
   return accepted;
 }
 

@@ -37,6 +37,41 @@ namespace tern::proto {
 // other client a plain one; required: only token holders connect.
 enum class Security : std::uint8_t { plain, optional, required };
 
+// A set of channel IDs, one bit each: bit c of word c / 64.
+using ChannelSet = ChannelMask;
+
+constexpr bool in_channel_set(const ChannelSet& set, std::uint8_t channel) {
+  return ((set[channel / 64] >> (channel % 64)) & 1) != 0;
+}
+
+// Per-channel switches (HostConfig::channels): the channels on which an extension the host
+// runs is off for what this host sends. Each is the sender's own choice: nothing on the wire
+// says which channels a switch covers, and the receiver needs no word of it (a channel whose
+// delivery modes are off simply sends its messages as plain reliable). The system channel
+// (ENet's 0xFF: connect, disconnect, pings) always follows the host's setting. All zero (the
+// default): every extension as the host's switch says, on every channel.
+struct ChannelSwitches {
+  ChannelSet no_fast_retransmit{};  // a loss there waits for its timeout (as ENet)
+  ChannelSet no_nodelay{};          // ENet's backoff and resend rule there (nodelay_channels too)
+  // Its reliable messages are never copied, its unreliable ones never kept for copies, and
+  // the acks of the peer's commands on it never repeated.
+  ChannelSet no_redundancy{};
+  // Its reliable messages are neither paced nor held by the model's window: ENet's window
+  // and throttle, against all the connection has in flight, as with a peer that did not
+  // agree. Not the express lane either.
+  ChannelSet no_congestion_control{};
+  ChannelSet no_express{};            // its small messages are scheduled and paced as bulk
+  ChannelSet no_congestion_window{};  // not held to the window regrowing after a stall
+  ChannelSet no_delivery_modes{};     // reliable_unordered/_sequenced go as reliable
+  // The level of send() without a priority (medium where neither): high or low.
+  ChannelSet priority_high{};
+  ChannelSet priority_low{};
+};
+
+// tern::ChannelRule list (HostOptions::channel_options) as switches: rule by rule, the last
+// rule naming a channel deciding all of its switches. Immediate as a default level is high.
+ChannelSwitches channel_switches(std::span<const ChannelRule> rules);
+
 struct HostConfig {
   std::size_t peer_limit = 4096;                   // simultaneous connections (any number)
   std::uint32_t channel_limit = kMaxChannelCount;  // channels accepted per connection
@@ -184,6 +219,10 @@ struct HostConfig {
   bool congestion_control = true;
   std::uint32_t cc_express_bytes = 256;
   std::uint32_t cc_max_window = 8u << 20;
+  // Per-channel switches for the extensions above (ChannelSwitches). Selective acks, blocks,
+  // path MTU discovery and the handshake stay per connection: an ack range, a block's slices
+  // and a probe are not a channel's messages.
+  ChannelSwitches channels;
   // Defaults for new connections (ENet's names and values).
   std::uint32_t ping_interval_ms = kPingInterval;
   std::uint32_t timeout_limit = kTimeoutLimit;
@@ -383,7 +422,9 @@ class HostCore {
   // Queues a message. Messages above the MTU are fragmented (reliable fragments for reliable
   // and unsequenced, unreliable fragments for unreliable delivery). The core holds a reference
   // to the payload until the message is acknowledged (or dropped) and lets go of it at its
-  // next flush(), together with the other references it let go of meanwhile.
+  // next flush(), together with the other references it let go of meanwhile. Scheduled at
+  // the channel's default level (ChannelSwitches::priority_high/_low), as send_with_receipt
+  // and send_many are.
   SendResult send(PeerHandle peer, std::uint8_t channel, Delivery delivery, Packet payload);
   SendResult send(PeerHandle peer, std::uint8_t channel, Delivery delivery,
                   std::span<const std::byte> payload);

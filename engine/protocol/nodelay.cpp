@@ -25,7 +25,7 @@ inline void HostCore::Impl::nodelay_on_agreed(Peer& p, std::uint32_t agreed) {
 }
 
 inline bool HostCore::Impl::nodelay_channel(std::uint8_t channel_id) const {
-  if (!config.nodelay) return false;
+  if (!config.nodelay || channel_off(config.channels.no_nodelay, channel_id)) return false;
   const auto& mask = config.nodelay_channels;
   if ((mask[0] | mask[1] | mask[2] | mask[3]) == 0) return true;
   return ((mask[channel_id / 64] >> (channel_id % 64)) & 1) != 0;

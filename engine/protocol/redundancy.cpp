@@ -99,7 +99,10 @@ inline bool HostCore::Impl::redundancy_fold_behind(const Peer& p, AckChunk& chun
 // An ack range was written (ack_ledger.cpp): kept to ride in the next datagrams, if the
 // connection sees loss.
 inline void HostCore::Impl::redundancy_on_range_written(Peer& p, const PendingAck& a) {
-  if (config.redundancy_ack_repeats == 0 || redundancy_k(p) == 0) return;
+  if (config.redundancy_ack_repeats == 0 || redundancy_k(p) == 0 ||
+      channel_off(config.channels.no_redundancy, a.channel)) {
+    return;
+  }
   PeerQueues& q = *p.queues;  // acks are written from there
   const std::size_t slot = q.repeat_left[0] <= q.repeat_left[1] ? 0 : 1;
   q.repeat_acks[slot] = a;
@@ -126,7 +129,10 @@ inline constexpr std::size_t kUnreliableCopiesKept = 8;
 // is not newer than what its channel delivered (or is already held, or sequenced behind a
 // reliable message delivered since), an unsequenced one is already in the window.
 inline bool HostCore::Impl::redundancy_keep_unreliable(Peer& p, PeerQueues& q, OutCmd* c) {
-  if (!p.redundancy || !p.connected_like() || !c->has_payload()) return false;
+  if (!p.redundancy || !p.connected_like() || !c->has_payload() ||
+      channel_off(config.channels.no_redundancy, c->channel_id)) {
+    return false;
+  }
   const Cmd type = c->type();
   if (type != Cmd::send_unreliable && type != Cmd::send_unsequenced) return false;
   const std::uint32_t k = redundancy_k(p);
@@ -229,6 +235,7 @@ inline void HostCore::Impl::redundancy_extras(Peer& p, Build& b) {
   for (OutCmd* c = q.sent_reliable.back(); c != nullptr && copies < k && looked < k + 16;
        c = q.sent_reliable.prev(c), ++looked) {
     if (c->sent_time_ms == now_ms || !c->has_payload()) continue;  // just sent, or a system one
+    if (channel_off(config.channels.no_redundancy, c->channel_id)) continue;
     const std::size_t size = c->wire_size();
     // A copy is paid with the ack it may draw from the receiver as well: a copy that arrives
     // alone, or behind another range, costs the receiver a range of its own.

@@ -92,9 +92,10 @@ inline void HostCore::Impl::queue_outgoing(Peer& p, const Command& cmd, Packet p
     default: break;
   }
   if (cmd.needs_ack()) {
-    Channel* ch = cmd.channel_id == kSystemChannel || !oc->has_payload() || !cc_on(p)
-                      ? nullptr
-                      : &channel(p, cmd.channel_id);
+    Channel* ch =
+        cmd.channel_id == kSystemChannel || !oc->has_payload() || !cc_channel(p, cmd.channel_id)
+            ? nullptr
+            : &channel(p, cmd.channel_id);
     // Express is the default level's fast lane; a message given a priority is scheduled by it.
     if (ch != nullptr && oc->priority == Priority::medium && cc_express(p, cmd, *ch, length)) {
       // Ahead of bulk (and of its resends), behind the express messages queued before it.
@@ -250,7 +251,7 @@ inline SendResult HostCore::Impl::send(Peer& p, std::uint8_t channel_id, Deliver
       start = static_cast<std::uint16_t>(ch.out_unreliable_seq + 1);
     } else {
       frag.command = static_cast<std::uint8_t>(Cmd::send_fragment) | kFlagAcknowledge |
-                     delivery_flags(p, delivery);
+                     delivery_flags(p, delivery, channel_id);
       start = static_cast<std::uint16_t>(ch.out_reliable_seq + 1);
     }
     frag.channel_id = channel_id;
@@ -276,7 +277,7 @@ inline SendResult HostCore::Impl::send(Peer& p, std::uint8_t channel_id, Deliver
     cmd.unsequenced.data_length = static_cast<std::uint16_t>(size);
   } else if (is_reliable(delivery) || ch.out_unreliable_seq >= 0xFFFF) {
     cmd.command = static_cast<std::uint8_t>(Cmd::send_reliable) | kFlagAcknowledge |
-                  delivery_flags(p, delivery);
+                  delivery_flags(p, delivery, channel_id);
     cmd.reliable.data_length = static_cast<std::uint16_t>(size);
   } else {
     cmd.command = static_cast<std::uint8_t>(Cmd::send_unreliable);

@@ -37,9 +37,14 @@ struct StallResult {
 // The server sends kMessages at once; the client's side of the path then holds everything for
 // `stall_ms` (delay, not loss: each datagram arrives in the end, in order), while the server
 // keeps running its timers. Afterwards the two exchange freely until all is acknowledged.
-StallResult stall(bool congestion_window, std::uint32_t stall_ms) {
-  CorePair pair(HostConfig{}, with_window(congestion_window));
-  pair.handshake(1);
+// `channel`: the one the messages go on; `switched_off`: the channels whose congestion window
+// is off (HostConfig::channels).
+StallResult stall(bool congestion_window, std::uint32_t stall_ms, std::uint8_t channel = 0,
+                  ChannelSet switched_off = {}) {
+  HostConfig config = with_window(congestion_window);
+  config.channels.no_congestion_window = switched_off;
+  CorePair pair(HostConfig{}, config);
+  pair.handshake(static_cast<std::size_t>(channel) + 1);
   for (int i = 0; i < 20; ++i) pair.step(1000);  // a few pings: an RTT of about 0 ms
   StallResult r;
   std::set<std::uint32_t> seen;
@@ -49,7 +54,7 @@ StallResult stall(bool congestion_window, std::uint32_t stall_ms) {
     seen.insert(tern::test::payload_index(ev.packet.bytes()));
   };
   for (std::uint32_t i = 0; i < kMessages; ++i) {
-    EXPECT_EQ(pair.server.send(pair.server_peer, 0, Delivery::reliable,
+    EXPECT_EQ(pair.server.send(pair.server_peer, channel, Delivery::reliable,
                                tern::test::numbered_payload(i, kPayload)),
               SendResult::ok);
   }
@@ -88,6 +93,22 @@ TEST(HostCongestion, AStallOfDelayCostsAboutAnMtuOfResendsNotTheWholeFlight) {
       "window, %llu without\n",
       kMessages, static_cast<unsigned long long>(tern.retransmits),
       static_cast<unsigned long long>(enet.retransmits));
+}
+
+// The per-channel switch: the window on, but off for channel 1. A stall of channel 1's
+// messages costs what it costs ENet; channel 0's, with the same configuration, an MTU.
+TEST(HostCongestion, AChannelWithTheWindowOffResendsAsEnet) {
+  const ChannelSet off_on_1 = {std::uint64_t{1} << 1, 0, 0, 0};
+  const StallResult on_1 = stall(true, 100, 1, off_on_1);
+  const StallResult on_0 = stall(true, 100, 0, off_on_1);
+  for (const StallResult* r : {&on_1, &on_0}) {
+    EXPECT_EQ(r->delivered, kMessages);
+    EXPECT_EQ(r->distinct, kMessages);
+    EXPECT_EQ(r->in_transit_after, 0u);
+  }
+  EXPECT_GE(on_1.retransmits, kMessages);
+  EXPECT_LT(on_0.retransmits * 5, on_1.retransmits)
+      << "channel 0 " << on_0.retransmits << " against channel 1 " << on_1.retransmits;
 }
 
 // Real loss: one datagram in three from the server is dropped for a while. Everything still

@@ -275,6 +275,21 @@ TEST_F(TernPing, ChecksumsBigPayloadsAndHighChannel) {
   stop_server();
 }
 
+// --channel-options on both sides (the server's and the client's own switches; nothing on
+// the wire): every ping still comes back, on a channel with switches and on one without.
+TEST_F(TernPing, ChannelOptionsOnBothSides) {
+  const std::string at =
+      start_server({"--channels", "4", "--channel-options", "0-1=no-fast-retransmit,low",
+                    "--channel-options", "1=no-delivery-modes,high"});
+  for (const char* channel : {"1", "3"}) {
+    SCOPED_TRACE(channel);
+    const Outcome r = run_ping({"--connect", at, "--count", "200", "--channel", channel,
+                                "--channel-options", "1,3=no-congestion-control,no-express"});
+    expect_result(r, "reliable", 200, 64);
+  }
+  stop_server();
+}
+
 TEST_F(TernPing, NobodyListeningExitsOne) {
   const std::string at = start_server();
   stop_server();  // the port is free again and nothing answers there
@@ -367,6 +382,10 @@ TEST_F(TernPing, BadCommandLinesExitTwoWithUsage) {
       {"--serve", "127.0.0.1:1", "--count", "5"},
       {"--serve", "127.0.0.1:1", "--channels", "256"},
       {"--connect", "127.0.0.1:1", "--peers", "5"},
+      {"--connect", "127.0.0.1:1", "--channel-options", "1=bogus"},
+      {"--connect", "127.0.0.1:1", "--channel-options", "255=low"},
+      {"--connect", "127.0.0.1:1", "--channel-options", "no-redundancy"},
+      {"--connect", "127.0.0.1:1", "--channel-options", "1="},
   };
   for (const auto& args : bad) {
     std::string joined;

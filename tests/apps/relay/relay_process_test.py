@@ -115,6 +115,11 @@ with tempfile.TemporaryDirectory() as d:
                "fast_retransmit not a boolean")
     bad_config("[protocol]\nselective_ack = false\n", ["protocol.selective_ack", "unknown key"],
                "misspelt protocol key")
+    bad_config("[protocol]\nchannel_options = [\"1=no-such-switch\"]\n",
+               ["protocol.channel_options[0]", "unknown switch 'no-such-switch'"],
+               "unknown per-channel switch")
+    bad_config("[protocol]\nchannel_options = [\"300=low\"]\n",
+               ["protocol.channel_options[0]", "0..254"], "channel out of range")
     bad_config("[kcp]\nroom_rule = \"first\"\n", ["kcp.room_rule", "\"join\" or \"conv\""],
                "unknown KCP room rule")
     bad_config("[kcp]\nport = 70000\n", ["kcp.port", "between 0 and 65535"], "KCP port out of range")

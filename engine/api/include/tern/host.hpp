@@ -126,6 +126,10 @@ struct HostOptions {
   bool congestion_control = true;
   std::uint32_t cc_express_bytes = 256;
   std::uint32_t cc_max_window = 8u << 20;
+  // Per-channel switches for the extensions above (ChannelRule). nodelay_channels still
+  // limits nodelay as before; a rule with nodelay = false takes a channel out of it too.
+  // Read once, when the host is made.
+  std::vector<ChannelRule> channel_options;
   // The handshake under attack (proto::HostConfig; WIRE.md, "Handshake under attack"). Under a
   // flood of R CONNECTs/s a handshake's entry lives about half_open_capacity / R seconds: keep
   // that above a second, so that a client whose acknowledgement was lost completes with its
@@ -240,6 +244,7 @@ class Host {
   // connection is encrypted. A server that does not take the token leaves it to time out.
   PeerHandle connect_secure(const Endpoint& address, std::size_t channel_count, std::uint32_t data,
                             const ConnectToken& token);
+  // At the channel's default level (ChannelOptions::priority: medium unless a rule says).
   SendResult send(PeerHandle peer, std::uint8_t channel, Delivery delivery, Packet payload);
   SendResult send(PeerHandle peer, std::uint8_t channel, Delivery delivery,
                   std::span<const std::byte> payload);
@@ -248,8 +253,10 @@ class Host {
   // personality only (KCP: not_reliable). No receipt comes for a message the connection ends
   // before acknowledging: the disconnect event comes instead. Works with plain ENet peers.
   SendResult send_with_receipt(PeerHandle peer, std::uint8_t channel, Delivery delivery,
-                               Packet payload, std::uint32_t receipt,
-                               Priority priority = Priority::medium);
+                               Packet payload, std::uint32_t receipt, Priority priority);
+  // At the channel's default level (ChannelOptions::priority), as send() without one.
+  SendResult send_with_receipt(PeerHandle peer, std::uint8_t channel, Delivery delivery,
+                               Packet payload, std::uint32_t receipt);
   // send() at a priority (README, "Priorities"): under a backlog, higher levels go first and
   // lower ones are never starved; a message never passes an earlier one of its own channel.
   // Priority::immediate also sends at once (as flush()). Nothing on the wire changes: plain

@@ -81,7 +81,13 @@ typedef enum tern_priority {
 enum {
   TERN_SEND_RELIABLE = 1u << 0,
   TERN_SEND_UNSEQUENCED = 1u << 1,
-  TERN_SEND_UNRELIABLE_FRAGMENT = 1u << 3
+  TERN_SEND_UNRELIABLE_FRAGMENT = 1u << 3,
+  /* Tern's delivery modes (options.delivery_modes; between Tern peers that agreed, else plain
+   * reliable): delivered on arrival, or on arrival if newer than any delivered on the channel.
+   * Each includes TERN_SEND_RELIABLE (so `flags & TERN_SEND_RELIABLE` still tests a receive
+   * event for reliability); the extra bit alone is refused. */
+  TERN_SEND_RELIABLE_UNORDERED = (1u << 0) | (1u << 4),
+  TERN_SEND_RELIABLE_SEQUENCED = (1u << 0) | (1u << 5)
 };
 
 typedef enum tern_event_type {
@@ -131,6 +137,27 @@ typedef struct tern_event {
   size_t length;
 } tern_event;
 
+/* Per-channel switches (tern::ChannelOptions, README "HostOptions"): what the channels in
+ * `channels` (bit c of channels[c / 64]) turn off of the extensions the host runs, for what
+ * this host sends on them. 1 follows the host's switch, 0 turns it off there; a channel cannot
+ * turn on what its host has off. Local choices: nothing on the wire changes. Start from
+ * tern_channel_options_default(). */
+typedef struct tern_channel_options {
+  uint64_t channels[4];
+  int fast_retransmit;    /* 0: a loss waits for its timeout */
+  int nodelay;            /* 0: ENet's backoff and resend rule */
+  int redundancy;         /* 0: never copied, its acks never repeated */
+  int congestion_control; /* 0: neither paced nor windowed by it: ENet's window and throttle */
+  int cc_express;         /* 0: small messages are scheduled and paced as bulk */
+  int congestion_window;  /* 0: not held to the window regrowing after a stall */
+  int delivery_modes;     /* 0: RELIABLE_UNORDERED/_SEQUENCED go as RELIABLE */
+  /* tern_peer_send's and tern_peer_send_with_receipt's level (IMMEDIATE is taken as HIGH). */
+  tern_priority priority;
+} tern_channel_options;
+
+/* At most this many channel rules in tern_host_options. */
+#define TERN_MAX_CHANNEL_RULES 8
+
 /* Host settings: start from tern_host_options_default() and change what you need. */
 typedef struct tern_host_options {
   size_t peer_limit;
@@ -158,7 +185,7 @@ typedef struct tern_host_options {
   int throttle_reliable_window; /* ENet's throttle also scales the reliable window */
   /* Negotiated with Tern peers (a plain ENet peer never sees them): KCP's nodelay (0 by
    * default), reliable-unordered/-sequenced delivery (1), adaptive redundancy (0; both sides
-   * must turn it on). Congestion control and priorities will follow here. */
+   * must turn it on). Congestion control, blocks and the handshake's settings follow below. */
   int nodelay;
   int delivery_modes;
   int redundancy;
@@ -168,6 +195,26 @@ typedef struct tern_host_options {
   int discovery;
   uint32_t discovery_rate_per_address;
   uint32_t discovery_rate_per_prefix;
+  /* The extensions' knobs (tern::HostOptions has the details). */
+  uint64_t nodelay_channels[4];       /* the channels nodelay covers, bit c of [c / 64]; 0: all */
+  uint32_t nodelay_resend;            /* resend after this many later acks (2) */
+  uint32_t redundancy_max_k;          /* copies per message at most (3) */
+  uint32_t redundancy_budget_percent; /* extra bytes, % of the rest (30) */
+  uint32_t redundancy_high_loss_budget_percent; /* the budget at 20% loss (30) */
+  uint32_t redundancy_ack_repeats;              /* (2) */
+  int congestion_control;    /* BBR-like pacing and window with Tern peers (1; both sides) */
+  uint32_t cc_express_bytes; /* reliable messages up to this go ahead of bulk (256) */
+  uint32_t cc_max_window;    /* bytes (8 MiB) */
+  int blocks;                /* tern_peer_send_block as paced slices with Tern peers (1) */
+  uint32_t max_block_size;   /* bytes of blocks in progress a peer may make this host hold */
+  uint32_t block_rate;       /* bytes/s; 0: congestion control's pace, else 256 slices per RTT */
+  uint32_t path_mtu_max;     /* path_mtu's ceiling, at most 4096 */
+  int verify_before_peer;    /* no peer before the source answers a cookie (1) */
+  size_t half_open_capacity;
+  uint32_t half_open_timeout_ms;
+  /* Per-channel switches, applied in order (a channel named by several takes the last). */
+  tern_channel_options channel_options[TERN_MAX_CHANNEL_RULES];
+  size_t channel_option_count;
 } tern_host_options;
 
 typedef struct tern_peer_stats {
@@ -205,6 +252,9 @@ typedef struct tern_peer_stats {
   uint32_t throttle_interval_ms;
   uint32_t throttle_acceleration;
   uint32_t throttle_deceleration;
+  int congestion_control; /* 1 when congestion control was agreed */
+  int blocks;             /* 1 when blocks go to this peer as paced slices */
+  int path_mtu;           /* 1 when path MTU discovery was agreed (mtu is what it found) */
 } tern_peer_stats;
 
 typedef struct tern_host_stats {
@@ -231,6 +281,13 @@ typedef struct tern_host_stats {
   uint64_t discovery_truncated;
   uint64_t discovery_pings_out;
   uint64_t discovery_answers;
+  uint64_t nodelay_resends;           /* of fast_retransmits: by nodelay's count of later acks */
+  uint64_t redundant_unreliable_sent; /* of redundant_sent: unreliable or unsequenced */
+  uint64_t paced_datagrams;           /* datagrams with bulk data sent under the pacer */
+  uint64_t pacer_waits;               /* times the pacer held bulk back */
+  uint64_t cwnd_limited;              /* times congestion control's window held bulk back */
+  uint64_t blocks_sent;               /* large blocks wholly acknowledged */
+  uint64_t blocks_received;
 } tern_host_stats;
 
 /* A server's answer to tern_host_discover. `info` belongs to the host and stays valid until
@@ -248,6 +305,8 @@ typedef struct tern_discovery_answer {
 const char* tern_version(void);
 
 tern_host_options tern_host_options_default(void);
+/* Every switch 1 (the host's), priority MEDIUM, no channels. */
+tern_channel_options tern_channel_options_default(void);
 
 /* A host on a UDP socket bound to `bind`: "0.0.0.0:0" for a client, "*:PORT" for a dual-stack
  * server, "127.0.0.1:PORT", "[::1]:PORT". `options` NULL means the defaults. On failure returns

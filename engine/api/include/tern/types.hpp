@@ -1,12 +1,14 @@
 // Vocabulary shared by the protocol core and the public API: deliveries, peer handles,
-// events and per-peer statistics.
+// events, per-peer statistics and the per-channel switches (HostOptions::channel_options).
 #pragma once
 
 #include <tern/endpoint.hpp>
 #include <tern/packet.hpp>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <span>
 
 namespace tern {
@@ -112,6 +114,47 @@ enum class Priority : std::uint8_t {
 };
 
 const char* to_string(SendResult r);
+
+// A set of channel IDs, one bit each: bit c of word c / 64 (channel_mask({0, 3}) names 0 and 3).
+using ChannelMask = std::array<std::uint64_t, 4>;
+
+constexpr ChannelMask channel_mask(std::initializer_list<std::uint8_t> channels) {
+  ChannelMask m{};
+  for (const std::uint8_t c : channels) m[c / 64] |= std::uint64_t{1} << (c % 64);
+  return m;
+}
+
+// Per-channel switches (README, "HostOptions"): what a channel turns off of the extensions
+// the host runs, for what this host sends on it. A switch left true follows the host's
+// (HostOptions::fast_retransmit etc.): a channel cannot turn on an extension its host has off.
+// Local choices, nothing on the wire: the peer needs no word of them. Selective acks, large
+// blocks and path MTU discovery are per connection by nature (an ack range, a block's slices,
+// a probe are no channel's message) and have no switch here.
+struct ChannelOptions {
+  bool fast_retransmit = true;  // false: a loss waits for its timeout, as with ENet
+  bool nodelay = true;          // false: ENet's backoff and resend rule on the channel
+  // false: the channel's reliable messages are never copied, its unreliable ones never kept
+  // for copies, and acks of what the peer sends on it never repeated.
+  bool redundancy = true;
+  // false: neither paced nor held by congestion control's window: ENet's window and throttle
+  // (against everything in flight to the peer), as with a peer that did not agree.
+  bool congestion_control = true;
+  // false: its small reliable messages no longer jump queued bulk past the pacer: they are
+  // scheduled and paced as bulk.
+  bool cc_express = true;
+  bool congestion_window = true;  // false: not held to the window regrowing after a stall
+  bool delivery_modes = true;     // false: reliable_unordered/_sequenced are sent as reliable
+  // The level of send() and send_with_receipt() without a priority. Immediate is taken as
+  // high: only an explicit Priority::immediate flushes.
+  Priority priority = Priority::medium;
+};
+
+// Channels `channels` take `options`. Rules apply in order: a channel named by several takes
+// the last one's; a channel named by none, ChannelOptions{} (the host's settings).
+struct ChannelRule {
+  ChannelMask channels{};
+  ChannelOptions options;
+};
 
 // A server's answer to a discovery ping (Host::discover; WIRE.md, "Discovery").
 struct DiscoveryAnswer {
