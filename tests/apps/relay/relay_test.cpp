@@ -59,7 +59,10 @@ TEST_F(RelayTest, MembersReceiveExactlyTheOtherMembersMessagesAcrossShards) {
   senders.push_back(&loner);
   for (std::uint32_t seq = 0; seq < kPerKind; ++seq) {
     for (Client* c : senders) {
-      for (auto [channel, flags] : kinds) c->send(channel, flags, seq);
+      for (auto [channel, flags] : kinds) {
+        // The loner's reliable messages would end its connection (below).
+        if (c != &loner || flags != kReliable) c->send(channel, flags, seq);
+      }
     }
     run_until([] { return false; }, 2ms);
   }
@@ -108,7 +111,14 @@ TEST_F(RelayTest, MembersReceiveExactlyTheOtherMembersMessagesAcrossShards) {
   check_room(room7, "room 7");
   check_room(room8, "room 8");
   EXPECT_TRUE(loner.got.empty()) << "a client in no room received something";
-  EXPECT_EQ(relay_->drops(RelayDrop::no_room), kPerKind * kinds.size());
+  EXPECT_EQ(relay_->drops(RelayDrop::no_room), kPerKind * (kinds.size() - 1));
+  // A reliable message from it is acknowledged and can reach no one: it ends the connection
+  // with its reason rather than leaving the client on as if it had been relayed.
+  EXPECT_FALSE(loner.disconnected);
+  loner.send(1, kReliable, 0);
+  ASSERT_TRUE(run_until([&] { return loner.disconnected; }));
+  EXPECT_EQ(loner.disconnect_data, kNotJoined);
+  EXPECT_EQ(relay_->drops(RelayDrop::no_room), kPerKind * (kinds.size() - 1) + 1);
   EXPECT_EQ(relay_->drops(RelayDrop::cross_shard_full), 0u);
   EXPECT_EQ(relay_->rooms(), 2u);
 
