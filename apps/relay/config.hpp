@@ -93,8 +93,8 @@ struct RelayConfig {
   // [security] secure sessions (engine/protocol/WIRE.md, "Secure sessions"): policy plain,
   // optional or required; key_file and, while rotating, key_file_old (tern-token keygen);
   // public_address: the address clients reach the relay at, which tokens list (default: the
-  // listen address, a wildcard taken as 127.0.0.1). A token's user data "room=N" names the
-  // member's room instead of its connect data.
+  // listen address, a wildcard taken as 127.0.0.1; on DPDK the port's address). A token's
+  // user data "room=N" names the member's room instead of its connect data.
   std::string security_policy = "plain";
   std::vector<tern::TokenKey> token_keys;
   std::optional<tern::Endpoint> public_address;

@@ -1106,6 +1106,21 @@ std::string Relay::metrics_text() const {
   per_shard("tern_relay_discovery_refused_total", "counter",
             "Discovery pings not answered: discovery off, banned, over a rate, queue full.",
             [&](std::size_t i) { return group_.counters(i).discovery_refused; });
+  per_shard("tern_relay_tokens_accepted_total", "counter",
+            "CONNECTs whose connect token was good ([security]): secure handshakes answered.",
+            [&](std::size_t i) { return group_.counters(i).tokens_accepted; });
+  per_shard("tern_relay_tokens_refused_total", "counter",
+            "Connect tokens refused: forged, expired, unknown key, wrong server, reused.",
+            [&](std::size_t i) { return group_.counters(i).tokens_refused; });
+  per_shard("tern_relay_sealed_out_total", "counter",
+            "Datagrams sealed (encrypted) for secure connections.",
+            [&](std::size_t i) { return group_.counters(i).sealed_out; });
+  per_shard("tern_relay_opened_in_total", "counter",
+            "Sealed datagrams that authenticated and were opened.",
+            [&](std::size_t i) { return group_.counters(i).opened_in; });
+  per_shard("tern_relay_seal_refused_total", "counter",
+            "Datagrams refused on secure connections: not authentic, clear, or replayed.",
+            [&](std::size_t i) { return group_.counters(i).seal_refused; });
   per_shard("tern_relay_half_open", "gauge", "Half-open handshakes held now (gauge).",
             [&](std::size_t i) { return group_.counters(i).half_open; });
   per_shard("tern_relay_half_open_created_total", "counter",
