@@ -98,6 +98,8 @@ struct RelayConfig {
   std::string security_policy = "plain";
   std::vector<tern::TokenKey> token_keys;
   std::optional<tern::Endpoint> public_address;
+  // AES-256-GCM for clients that offer it, where this CPU has AES-NI (else ChaCha20-Poly1305).
+  bool secure_aes = true;
   bool fast_retransmit = true;    // resend what later acks overtook, before its timeout
   bool congestion_window = true;  // after a stall, resend an MTU and regrow as acks return
   // Retransmission timeouts never shorter than this (HostConfig::min_rto_ms). On a sub-ms

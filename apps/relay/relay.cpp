@@ -251,6 +251,7 @@ Relay::Relay(const RelayConfig& config)
           if (at.is_unspecified()) at = tern::Endpoint::v4(0x7f000001u, o.bind.port);
           o.host.secure_addresses[0] = at;
           o.host.secure_address_count = 1;
+          o.host.secure_aes = config.secure_aes;
         }
         o.cross_ring_limit = config.ring_limit;
         if (config.kcp) {

@@ -106,6 +106,9 @@ enum class TernExtKind : std::uint8_t {
   secure_challenge = 9,  // secure sessions: the server's challenge, in its sealed VERIFY
   secure_last = 15,
 };
+// TERN_EXT flags of secure_token (the client can seal with AES-256-GCM) and of
+// secure_challenge (the session does): WIRE.md, "Secure sessions".
+inline constexpr std::uint8_t kSecureFlagAes = 0x01;
 
 const char* cmd_name(Cmd c);
 

@@ -382,7 +382,9 @@ int tern_token_mint(const tern_token_key* key, const tern_token_request* request
 int tern_connect_token_parse(const char* hex, tern_connect_token* token);
 /* tern_host_connect with a connect token: everything both ways is encrypted. A server that
  * does not take the token (plain policy, another key, expired, not listed) never answers in a
- * way the client accepts: the attempt ends with a disconnect event of reason TIMEOUT. */
+ * way the client accepts: the attempt ends with a disconnect event of reason TIMEOUT. There is
+ * no rekeying: a connection that sent 2^62 datagrams one way ends (reason REFUSED) rather than
+ * reuse a nonce, which at 10 million datagrams a second takes 14,600 years. */
 tern_peer tern_host_connect_secure(tern_host* host, const tern_address* address,
                                    size_t channel_count, uint32_t user_data,
                                    const tern_connect_token* token);
