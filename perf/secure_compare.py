@@ -13,7 +13,7 @@ where both ends have AES-NI; chacha: the same with the relay's [security] aes = 
 ChaCha20-Poly1305), one capacity sweep on a fresh relay (pinned to CPU 0, loadgen on CPU 1):
 tern-loadgen runs (1 s warm-up, --step-seconds each; reliable 64 B messages in rooms of 8,
 each client's queue bounded at 4 KiB) at per-client rates rising by 25% a step from --start
-(15 Hz on sockets, 30 Hz on memif: below capacity even on a loaded machine; at most 16
+(8 Hz on sockets, 15 Hz on memif: below capacity even on a loaded machine; at most 20
 steps) until a step loses more than 1% (refused sends included) or its p99 passes
 --capacity-p99-ms (100: a relay behind keeps what it cannot read yet in its socket buffer and
 delivers it late, which a 2 s step would not count as loss) twice in a row, or goodput stops
@@ -49,9 +49,9 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, HERE)
 from runtime_bench import free_port, parse_kv  # noqa: E402
 
-START_HZ = {"socket": 15, "memif": 30}
+START_HZ = {"socket": 8, "memif": 15}
 STEP_FACTOR = 1.25
-MAX_STEPS = 16
+MAX_STEPS = 20
 TAG = os.getpid()
 MEMIF_SOCK = f"/tmp/tern-secure-compare-{TAG}.sock"
 KEY_FILE = f"/tmp/tern-secure-compare-{TAG}.key"
