@@ -120,6 +120,7 @@ bool secure_options(const tern_host_options& o, tern::HostOptions& h, std::strin
     return false;
   }
   h.security = static_cast<tern::Security>(o.security);
+  h.secure_aes = o.secure_aes != 0;
   for (const char* file : {o.token_key_file, o.token_key_file_old}) {
     if (file == nullptr) continue;
     if (o.token_key_file == nullptr) {
@@ -215,6 +216,7 @@ tern_host_options tern_host_options_default(void) {
   o.discovery_rate_per_address = static_cast<uint32_t>(h.discovery_rate_per_address);
   o.discovery_rate_per_prefix = static_cast<uint32_t>(h.discovery_rate_per_prefix);
   o.security = TERN_SECURITY_PLAIN;
+  o.secure_aes = h.secure_aes;
   return o;
 }
 

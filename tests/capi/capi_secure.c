@@ -68,10 +68,12 @@ static void hex(const uint8_t* p, size_t n, char* out) {
   out[2 * n] = '\0';
 }
 
-/* A client host with short timeouts, so an unanswered connect ends soon. */
-static tern_host* make_client(void) {
+/* A client host with short timeouts, so an unanswered connect ends soon; aes 0: it never
+ * offers AES-256-GCM, so its sessions are ChaCha20-Poly1305. */
+static tern_host* make_client_with(int aes) {
   char err[256];
   tern_host_options o = tern_host_options_default();
+  o.secure_aes = aes;
   o.timeout_limit = 4;
   o.timeout_minimum_ms = 300;
   o.timeout_maximum_ms = 1500;
@@ -79,6 +81,8 @@ static tern_host* make_client(void) {
   CHECK(h != NULL, "client: %s", err);
   return h;
 }
+
+static tern_host* make_client(void) { return make_client_with(1); }
 
 int main(void) {
   char err[512];
@@ -194,6 +198,26 @@ int main(void) {
           "parse of the printed token");
     CHECK(tern_connect_token_parse("abcd", &parsed) == TERN_ERROR_INVALID_ARGUMENT,
           "a short line refused");
+  }
+
+  /* A client that does not offer AES-256-GCM: ChaCha20-Poly1305, the same echo. */
+  {
+    CHECK(tern_host_options_default().secure_aes == 1, "AES offered by default");
+    tern_host* cc = make_client_with(0);
+    if (cc == NULL) return 1;
+    tern_connect_token t2;
+    CHECK(tern_token_mint(&key, &req, &t2, err, sizeof err) == TERN_OK, "mint: %s", err);
+    tern_peer p = tern_host_connect_secure(cc, &at, 2, 0, &t2);
+    int before_cc = server_connects;
+    CHECK(wait_client(server, cc, TERN_EVENT_CONNECT, 10, &ev, &server_peer, &server_connects),
+          "ChaCha client never connected");
+    CHECK(tern_peer_secure(cc, p) == 1, "ChaCha client not secure");
+    CHECK(tern_peer_send(cc, p, 0, "chacha", 6, TERN_SEND_RELIABLE) == TERN_OK, "send");
+    CHECK(wait_client(server, cc, TERN_EVENT_RECEIVE, 10, &ev, &server_peer, &server_connects) &&
+              ev.length == 6 && memcmp(ev.data, "chacha", 6) == 0,
+          "ChaCha echo");
+    CHECK(server_connects == before_cc + 1, "server connects: %d", server_connects);
+    tern_host_destroy(cc);
   }
 
   /* A token under another key, and a plain CONNECT: no answer, the attempts time out. */

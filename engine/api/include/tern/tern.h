@@ -176,6 +176,9 @@ typedef struct tern_host_options {
   const char* token_key_file;
   const char* token_key_file_old;
   const char* secure_address;
+  /* 1 (default): a secure connection encrypts with AES-256-GCM when both ends' CPUs have AES-NI
+   * (agreed in the handshake), else ChaCha20-Poly1305; 0: always ChaCha20-Poly1305. */
+  int secure_aes;
 } tern_host_options;
 
 /* Secure sessions (engine/protocol/WIRE.md, "Secure sessions"): a token issuer and the
