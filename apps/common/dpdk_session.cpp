@@ -54,6 +54,10 @@ bool DpdkSession::start(unsigned queues, std::string& error) {
   return true;
 }
 
+Endpoint DpdkSession::address(std::uint16_t udp_port) const {
+  return Endpoint::v4(drv::dpdk_link().ipv4, udp_port);
+}
+
 bool DpdkSession::open(const DpdkOptions& o, unsigned queues, std::string& error) {
   if (!o.config.empty() && !read_file(o.config, error)) return false;
   // Flags override the file.

@@ -39,6 +39,8 @@ class DpdkSession {
   bool has_address() const;
   // drv::dpdk_init with `queues` queue pairs; prints "APP: dpdk port ... mac ..." on success.
   bool start(unsigned queues, std::string& error);
+  // The port's IPv4 address with `udp_port`, where a server on it is reached (after start).
+  Endpoint address(std::uint16_t udp_port) const;
 
   // All of it for tern-ping and tern-loadgen: --dpdk-config first, the flags over it, the port
   // and address checked, then start(queues). False with a reason.

@@ -26,6 +26,7 @@ bool DpdkSession::start(unsigned, std::string& error) {
   error = kNotBuilt;
   return false;
 }
+Endpoint DpdkSession::address(std::uint16_t) const { return Endpoint::v4(0, 0); }
 bool DpdkSession::open(const DpdkOptions&, unsigned, std::string& error) {
   error = kNotBuilt;
   return false;

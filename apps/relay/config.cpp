@@ -305,7 +305,7 @@ bool load_config_file(const std::string& path, RelayConfig& config, std::string&
                 {"verify_before_peer", "half_open_capacity", "half_open_timeout_ms",
                  "connect_rate_per_address", "connect_burst_per_address", "connect_rate_per_prefix",
                  "connect_burst_per_prefix", "policy", "key_file", "key_file_old", "public_address",
-                 "bans_file"})) {
+                 "aes", "bans_file"})) {
       return false;
     }
     if (!r.string(*t, "security", "policy", c.security_policy)) return false;
@@ -343,6 +343,7 @@ bool load_config_file(const std::string& path, RelayConfig& config, std::string&
       c.public_address = *ep;
     }
     if (!r.boolean(*t, "security", "verify_before_peer", c.verify_before_peer)) return false;
+    if (!r.boolean(*t, "security", "aes", c.secure_aes)) return false;
     if (!r.integer(*t, "security", "half_open_capacity", c.half_open_capacity, 8, 1 << 24)) {
       return false;
     }

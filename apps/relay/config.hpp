@@ -94,11 +94,13 @@ struct RelayConfig {
   // [security] secure sessions (engine/protocol/WIRE.md, "Secure sessions"): policy plain,
   // optional or required; key_file and, while rotating, key_file_old (tern-token keygen);
   // public_address: the address clients reach the relay at, which tokens list (default: the
-  // listen address, a wildcard taken as 127.0.0.1). A token's user data "room=N" names the
-  // member's room instead of its connect data.
+  // listen address, a wildcard taken as 127.0.0.1; on DPDK the port's address). A token's
+  // user data "room=N" names the member's room instead of its connect data.
   std::string security_policy = "plain";
   std::vector<tern::TokenKey> token_keys;
   std::optional<tern::Endpoint> public_address;
+  // AES-256-GCM for clients that offer it, where this CPU has AES-NI (else ChaCha20-Poly1305).
+  bool secure_aes = true;
   bool fast_retransmit = true;    // resend what later acks overtook, before its timeout
   bool congestion_window = true;  // after a stall, resend an MTU and regrow as acks return
   // Retransmission timeouts never shorter than this (HostConfig::min_rto_ms). On a sub-ms

@@ -404,6 +404,11 @@ int main(int argc, char** argv) {
     log.error("start_failed", "cannot start the DPDK port: " + error);
     return kExitFailure;
   }
+  // On DPDK listen's address is ignored: clients reach the relay at the port's address, so
+  // that is what their tokens list unless public_address says otherwise.
+  if (config.driver == "dpdk" && !config.public_address) {
+    config.public_address = dpdk.address(config.listen.port);
+  }
   Relay relay(config);
   if (!relay.start(error)) {
     log.error("start_failed", "cannot start on " + config.listen.to_string() + ": " + error,

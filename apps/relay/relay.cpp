@@ -252,6 +252,7 @@ Relay::Relay(const RelayConfig& config)
           if (at.is_unspecified()) at = tern::Endpoint::v4(0x7f000001u, o.bind.port);
           o.host.secure_addresses[0] = at;
           o.host.secure_address_count = 1;
+          o.host.secure_aes = config.secure_aes;
         }
         o.cross_ring_limit = config.ring_limit;
         if (config.kcp) {
@@ -1192,6 +1193,19 @@ const ShardMetric kShardMetrics[] = {
      "Flushes put off because the transmit queue was full (DPDK): delay, not loss.", &SC::tx_waits},
     {"tern_relay_tx_backlog", "gauge",
      "Datagrams held for a full transmit queue (DPDK), sent before new ones.", &SC::tx_backlog},
+    {"tern_relay_tokens_accepted_total", "counter",
+     "CONNECTs whose connect token was good ([security]): secure handshakes answered.",
+     &SC::tokens_accepted},
+    {"tern_relay_tokens_refused_total", "counter",
+     "Connect tokens refused: forged, expired, unknown key, wrong server, reused.",
+     &SC::tokens_refused},
+    {"tern_relay_sealed_out_total", "counter",
+     "Datagrams sealed (encrypted) for secure connections.", &SC::sealed_out},
+    {"tern_relay_opened_in_total", "counter",
+     "Sealed datagrams that authenticated and were opened.", &SC::opened_in},
+    {"tern_relay_seal_refused_total", "counter",
+     "Datagrams refused on secure connections: not authentic, clear, or replayed.",
+     &SC::seal_refused},
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 // ever crossing into the caller's C frames (an exception unwinding through C is undefined).
 #include <tern/tern.h>
 #include <tern/host.hpp>
+#include "secure/secure.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -146,6 +147,41 @@ tern::HostOptions to_cpp(const tern_host_options& o) {
   return h;
 }
 
+// The secure-session fields of the options, which name files and an address: false with the
+// reason (the file's own, naming file and line, for a key file).
+bool secure_options(const tern_host_options& o, tern::HostOptions& h, std::string& why) {
+  if (o.security < TERN_SECURITY_PLAIN || o.security > TERN_SECURITY_REQUIRED) {
+    why = "security: not TERN_SECURITY_PLAIN, _OPTIONAL or _REQUIRED";
+    return false;
+  }
+  h.security = static_cast<tern::Security>(o.security);
+  h.secure_aes = o.secure_aes != 0;
+  for (const char* file : {o.token_key_file, o.token_key_file_old}) {
+    if (file == nullptr) continue;
+    if (o.token_key_file == nullptr) {
+      why = "token_key_file_old: needs token_key_file (the current key)";
+      return false;
+    }
+    tern::TokenKey k;
+    if (!tern::load_token_key(file, k, why)) return false;
+    h.token_keys.push_back(k);
+  }
+  if (h.security != tern::Security::plain && h.token_keys.empty()) {
+    why = "security: a policy other than plain needs token_key_file";
+    return false;
+  }
+  if (o.secure_address != nullptr) {
+    const auto e = tern::Endpoint::parse(o.secure_address);
+    if (!e || e->is_unspecified() || e->port == 0) {
+      why =
+          std::string("secure_address: not a specific address:port: \"") + o.secure_address + "\"";
+      return false;
+    }
+    h.secure_addresses.push_back(*e);
+  }
+  return true;
+}
+
 void write_text(char* out, std::size_t size, std::string_view why) {
   if (out == nullptr || size == 0) return;
   const std::size_t n = std::min(size - 1, why.size());
@@ -279,6 +315,9 @@ tern_host_options tern_host_options_default(void) {
   o.half_open_timeout_ms = h.half_open_timeout_ms;
   for (tern_channel_options& c : o.channel_options) c = tern_channel_options_default();
   o.channel_option_count = 0;
+
+  o.security = TERN_SECURITY_PLAIN;
+  o.secure_aes = h.secure_aes;
   return o;
 }
 
@@ -309,9 +348,13 @@ tern_host* tern_host_create(const tern_host_options* options, const char* bind, 
       write_text(error, error_size, std::string("not an address: \"") + bind + "\"");
       return nullptr;
     }
-    const tern::HostOptions cpp =
-        options != nullptr ? to_cpp(*options) : to_cpp(tern_host_options_default());
+    const tern_host_options& o = options != nullptr ? *options : tern_host_options_default();
+    tern::HostOptions cpp = to_cpp(o);
     std::string why;
+    if (!secure_options(o, cpp, why)) {
+      write_text(error, error_size, why);
+      return nullptr;
+    }
     auto host = tern::Host::listen(cpp, *endpoint, why);
     if (host == nullptr) {
       write_text(error, error_size, why);
@@ -497,6 +540,135 @@ void tern_peer_reset(tern_host* host, tern_peer peer) {
   } catch (...) {
     set_error(host, "reset: failed");
   }
+}
+
+int tern_token_key_load(const char* path, tern_token_key* key, char* error, size_t error_size) {
+  write_text(error, error_size, "");
+  if (path == nullptr || key == nullptr) {
+    write_text(error, error_size, "no path or no key");
+    return TERN_ERROR_INVALID_ARGUMENT;
+  }
+  try {
+    tern::TokenKey k;
+    std::string why;
+    if (!tern::load_token_key(path, k, why)) {
+      write_text(error, error_size, why);
+      return TERN_ERROR;
+    }
+    key->id = k.id;
+    std::memcpy(key->key, k.key.data(), sizeof key->key);
+    return TERN_OK;
+  } catch (...) {
+    write_text(error, error_size, "out of memory");
+  }
+  return TERN_ERROR;
+}
+
+int tern_token_key_generate(uint32_t id, tern_token_key* key) {
+  if (key == nullptr) return TERN_ERROR_INVALID_ARGUMENT;
+  if (!tern::proto::sec::available()) return TERN_ERROR;
+  const tern::TokenKey k = tern::generate_token_key(id);
+  key->id = k.id;
+  std::memcpy(key->key, k.key.data(), sizeof key->key);
+  return TERN_OK;
+}
+
+int tern_token_mint(const tern_token_key* key, const tern_token_request* request,
+                    tern_connect_token* token, char* error, size_t error_size) {
+  write_text(error, error_size, "");
+  if (key == nullptr || request == nullptr || token == nullptr ||
+      (request->server_count != 0 && request->servers == nullptr) ||
+      (request->user_data_length != 0 && request->user_data == nullptr)) {
+    write_text(error, error_size, "a NULL key, request, token, servers or user data");
+    return TERN_ERROR_INVALID_ARGUMENT;
+  }
+  try {
+    tern::TokenKey k;
+    k.id = key->id;
+    std::memcpy(k.key.data(), key->key, sizeof key->key);
+    tern::TokenRequest r;
+    r.client_id = request->client_id;
+    r.timeout_s = request->timeout_s != 0 ? request->timeout_s : 10;
+    // Past the limit mint_token refuses with its own reason; no need to copy them all.
+    const std::size_t servers = std::min<std::size_t>(request->server_count, 64);
+    for (std::size_t i = 0; i < servers; ++i) r.servers.push_back(to_cpp(request->servers[i]));
+    r.user_data.assign(static_cast<const char*>(request->user_data),
+                       std::min<std::size_t>(request->user_data_length, 4096));
+    r.now_s = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                             std::chrono::system_clock::now().time_since_epoch())
+                                             .count());
+    r.expire_s = r.now_s + (request->valid_s != 0 ? request->valid_s : 30);
+    tern::ConnectToken t;
+    std::string why;
+    if (!tern::mint_token(k, r, t, why)) {
+      write_text(error, error_size, why);
+      return TERN_ERROR;
+    }
+    std::memcpy(token->sealed, t.sealed.data(), sizeof token->sealed);
+    std::memcpy(token->client_to_server, t.client_to_server.data(), 32);
+    std::memcpy(token->server_to_client, t.server_to_client.data(), 32);
+    return TERN_OK;
+  } catch (...) {
+    write_text(error, error_size, "out of memory");
+  }
+  return TERN_ERROR;
+}
+
+int tern_connect_token_parse(const char* hex, tern_connect_token* token) {
+  if (hex == nullptr || token == nullptr) return TERN_ERROR_INVALID_ARGUMENT;
+  try {
+    tern::ConnectToken t;
+    std::string why;
+    if (!tern::parse_connect_token(hex, t, why)) return TERN_ERROR_INVALID_ARGUMENT;
+    std::memcpy(token->sealed, t.sealed.data(), sizeof token->sealed);
+    std::memcpy(token->client_to_server, t.client_to_server.data(), 32);
+    std::memcpy(token->server_to_client, t.server_to_client.data(), 32);
+    return TERN_OK;
+  } catch (...) {
+  }
+  return TERN_ERROR;
+}
+
+tern_peer tern_host_connect_secure(tern_host* host, const tern_address* address,
+                                   size_t channel_count, uint32_t user_data,
+                                   const tern_connect_token* token) {
+  const tern_peer invalid = to_c(tern::PeerHandle{});
+  if (host == nullptr) return invalid;
+  if (address == nullptr || token == nullptr || channel_count == 0 || channel_count > 255) {
+    set_error(host, "connect: no address or token, or a channel count outside 1..255");
+    return invalid;
+  }
+  try {
+    tern::ConnectToken t;
+    t.sealed.assign(token->sealed, token->sealed + sizeof token->sealed);
+    std::memcpy(t.client_to_server.data(), token->client_to_server, 32);
+    std::memcpy(t.server_to_client.data(), token->server_to_client, 32);
+    const tern::PeerHandle p =
+        host->host->connect_secure(to_cpp(*address), channel_count, user_data, t);
+    if (!p.valid()) {
+      set_error(host, "connect: the peer limit is reached");
+    } else {
+      clear_error(host);
+    }
+    return to_c(p);
+  } catch (const std::bad_alloc&) {
+    set_error(host, "connect: out of memory");
+  } catch (...) {
+    set_error(host, "connect: failed");
+  }
+  return invalid;
+}
+
+int tern_peer_secure(const tern_host* host, tern_peer peer) {
+  return host != nullptr && host->host->peer_secure(to_cpp(peer)) ? 1 : 0;
+}
+
+size_t tern_peer_token_user_data(const tern_host* host, tern_peer peer, const uint8_t** data) {
+  if (data != nullptr) *data = nullptr;
+  if (host == nullptr) return 0;
+  const auto bytes = host->host->peer_user_data(to_cpp(peer));
+  if (data != nullptr && !bytes.empty()) *data = bytes.data();
+  return bytes.size();
 }
 
 int tern_peer_get_stats(const tern_host* host, tern_peer peer, tern_peer_stats* stats) {

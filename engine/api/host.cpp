@@ -32,6 +32,7 @@ using base::mix64;
 proto::HostConfig to_config(const HostOptions& o, std::uint64_t seed, const Endpoint& local) {
   proto::HostConfig c;
   c.security = static_cast<proto::Security>(o.security);
+  c.secure_aes = o.secure_aes;
   for (const TokenKey& k : o.token_keys) {
     if (c.token_keys.count == c.token_keys.keys.size()) break;
     c.token_keys.keys[c.token_keys.count++] = proto::sec::TokenKey{k.id, k.key};

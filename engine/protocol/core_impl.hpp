@@ -385,6 +385,7 @@ struct HostCore::Impl {
   struct SecureHello {
     sec::SealState tx;  // the handshake key, at this handshake's own sequence numbers
     std::array<std::uint8_t, 16> challenge;
+    bool aes = false;  // the session seals with AES-256-GCM
   };
   static bool looks_sealed(std::span<const std::byte> bytes) {
     return bytes.size() >= 2 && (std::to_integer<std::uint8_t>(bytes[0]) & 0x40) != 0;
@@ -396,6 +397,7 @@ struct HostCore::Impl {
   std::uint64_t unix_now_s() const;
   bool check_token(const Endpoint& from, const Command& ext, TokenArrival& out);
   void open_secure_pending(HalfOpen& h, const TokenArrival& token, SecureHello& hello);
+  bool start_aes(PeerSecure& s);
   SecurePending* pending_of(const HalfOpen& h);
   bool seal_farewell(sec::SealState& tx, Farewell& f, std::size_t hsize);
   bool seal_out(Peer& p, OutDatagram& dg, std::size_t start, std::size_t hsize, std::size_t& total);

@@ -382,7 +382,7 @@ inline void HostCore::Impl::send_cookie(HalfOpen& e, SecureHello* secure) {
     ext.command = static_cast<std::uint8_t>(Cmd::tern_ext);
     ext.channel_id = kSystemChannel;
     ext.ext.kind = static_cast<std::uint8_t>(TernExtKind::secure_challenge);
-    ext.ext.flags = 0;
+    ext.ext.flags = secure->aes ? kSecureFlagAes : 0;
     ext.ext.data_length = static_cast<std::uint16_t>(secure->challenge.size());
     n += encode_command(std::span<std::byte>(f.bytes).subspan(n), ext);
     std::memcpy(f.bytes.data() + n, secure->challenge.data(), secure->challenge.size());

@@ -595,6 +595,11 @@ bool HostCore::peer_secure(PeerHandle peer) const {
   return p != nullptr && p->secure;
 }
 
+bool HostCore::peer_secure_aes(PeerHandle peer) const {
+  const Peer* p = impl_->find(peer);
+  return p != nullptr && p->secure && p->extra->secure->aes != nullptr;
+}
+
 std::uint64_t HostCore::peer_client_id(PeerHandle peer) const {
   const Peer* p = impl_->find(peer);
   return p != nullptr && p->secure && p->accepted ? p->extra->secure->client_id : 0;

@@ -356,6 +356,9 @@ struct PeerSecure {
   sec::SealState tx;
   sec::Key rx{};
   sec::ReplayWindow window;
+  // AES-256-GCM agreed (WIRE.md, "Secure sessions"): both directions' expanded session keys,
+  // tx.aes pointing into them; null for ChaCha20-Poly1305.
+  std::unique_ptr<sec::AesKeys> aes;
   bool sealing = false;  // keys are the session's: every datagram both ways is sealed
   std::uint64_t client_id = 0;
   std::uint16_t user_data_len = 0;
@@ -376,6 +379,7 @@ struct TokenArrival {
   sec::TokenHeader header;
   sec::TokenContents contents;
   std::array<std::uint8_t, 16> salt{};
+  bool offers_aes = false;  // the client can seal with AES-256-GCM
 };
 
 // Rarely needed per-connection state: settings that differ from the host's defaults, bandwidth

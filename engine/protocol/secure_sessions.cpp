@@ -46,8 +46,9 @@ inline bool HostCore::Impl::decode_sealed_header(std::span<const std::byte> byte
 inline bool HostCore::Impl::open_sealed(PeerSecure& s, const DecodedHeader& dh,
                                         std::span<const std::byte>& bytes) {
   std::size_t n = 0;
-  const sec::OpenError e = sec::open_datagram_to(s.rx, s.window, raw(bytes.data()), bytes.size(),
-                                                 dh.size, raw(open_buf.data()), n);
+  const sec::OpenError e =
+      sec::open_datagram_to(s.rx, s.window, raw(bytes.data()), bytes.size(), dh.size,
+                            raw(open_buf.data()), n, s.aes != nullptr ? &s.aes->rx : nullptr);
   if (e != sec::OpenError::none) {
     counters.drops.add(e == sec::OpenError::replayed || e == sec::OpenError::too_old
                            ? Drop::replayed
@@ -95,6 +96,7 @@ inline bool HostCore::Impl::check_token(const Endpoint& from, const Command& ext
         if (token_nonces == nullptr) token_nonces = std::make_unique<sec::TokenNonceTable>();
         if (token_nonces->remember(out.header, from, now_s) == sec::TokenError::none) {
           std::memcpy(out.salt.data(), raw(ext.payload.data()) + sec::kTokenBytes, kSaltBytes);
+          out.offers_aes = (ext.ext.flags & kSecureFlagAes) != 0;
           return true;
         }
         why = Drop::token_reused;
@@ -142,12 +144,26 @@ inline void HostCore::Impl::open_secure_pending(HalfOpen& h, const TokenArrival&
   s.tx.key = sec::derive_key(s2c, kLabelSessionS2c, hello.challenge.data(), 16);
   s.rx = sec::derive_key(c2s, kLabelSessionC2s, hello.challenge.data(), 16);
   s.sealing = true;
+  hello.aes = token.offers_aes && config.secure_aes && start_aes(s);
   s.client_id = c.client_id;
   s.user_data_len = c.user_data_len;
   s.user_data = c.user_data;
   h.secure_slot = slot + 1;
   h.secure_stamp = sp.stamp;
   ++counters.tokens_accepted;
+}
+
+// The session's keys (tx.key, rx: final) expanded for AES-256-GCM, which seals from now on.
+// False, ChaCha20-Poly1305 kept, when this CPU has no AES-NI. On the handshake path only.
+inline bool HostCore::Impl::start_aes(PeerSecure& s) {
+  if (!sec::aes_available()) return false;
+  s.aes = std::make_unique<sec::AesKeys>();
+  if (!sec::expand_aes(s.tx.key, s.aes->tx) || !sec::expand_aes(s.rx, s.aes->rx)) {
+    s.aes.reset();
+    return false;
+  }
+  s.tx.aes = &s.aes->tx;
+  return true;
 }
 
 inline SecurePending* HostCore::Impl::pending_of(const HalfOpen& h) {
@@ -189,7 +205,7 @@ inline void HostCore::Impl::put_secure_token(Peer& p, Build& b) {
   ext.command = static_cast<std::uint8_t>(Cmd::tern_ext);
   ext.channel_id = kSystemChannel;
   ext.ext.kind = static_cast<std::uint8_t>(TernExtKind::secure_token);
-  ext.ext.flags = 0;
+  ext.ext.flags = config.secure_aes && sec::aes_available() ? kSecureFlagAes : 0;
   ext.ext.data_length = static_cast<std::uint16_t>(kTokenExtBytes);
   put_command(b, ext,
               std::span<const std::byte>(reinterpret_cast<const std::byte*>(s->connect_ext->data()),
@@ -210,11 +226,21 @@ inline Handled HostCore::Impl::handle_secure_challenge(Peer& p, const Command& c
     arrival.why = Drop::bad_handshake;
     return Handled::stop;
   }
+  // AES-256-GCM only when we offered it: a server cannot choose what we cannot do.
+  const bool aes = (cmd.ext.flags & kSecureFlagAes) != 0;
+  if (aes && !(config.secure_aes && sec::aes_available())) {
+    arrival.why = Drop::bad_handshake;
+    return Handled::stop;
+  }
   const std::uint8_t* challenge = raw(cmd.payload.data());
   s.tx.key = sec::derive_key(s.tx.key, kLabelSessionC2s, challenge, 16);
   s.tx.next_seq = 0;
   s.rx = sec::derive_key(s.rx, kLabelSessionS2c, challenge, 16);
   s.window = sec::ReplayWindow{};
+  if (aes && !start_aes(s)) {
+    arrival.why = Drop::bad_handshake;
+    return Handled::stop;
+  }
   s.sealing = true;
   s.connect_ext.reset();
   return Handled::ok;

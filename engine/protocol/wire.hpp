@@ -107,6 +107,9 @@ enum class TernExtKind : std::uint8_t {
   secure_last = 15,
   block_refused = 16,  // large blocks: a block above the receiver's cap, and that cap
 };
+// TERN_EXT flags of secure_token (the client can seal with AES-256-GCM) and of
+// secure_challenge (the session does): WIRE.md, "Secure sessions".
+inline constexpr std::uint8_t kSecureFlagAes = 0x01;
 
 const char* cmd_name(Cmd c);
 

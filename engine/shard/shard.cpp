@@ -86,6 +86,11 @@ struct Shard::LiveCounters {
   std::atomic<std::uint64_t> discovery_pings_in{0};
   std::atomic<std::uint64_t> discovery_pongs_out{0};
   std::atomic<std::uint64_t> discovery_refused{0};
+  std::atomic<std::uint64_t> tokens_accepted{0};
+  std::atomic<std::uint64_t> tokens_refused{0};
+  std::atomic<std::uint64_t> sealed_out{0};
+  std::atomic<std::uint64_t> opened_in{0};
+  std::atomic<std::uint64_t> seal_refused{0};
   std::atomic<std::uint64_t> over_limit_refused{0};
   std::atomic<std::uint64_t> over_limit_dropped{0};
   std::atomic<std::uint64_t> tx_dropped{0};
@@ -669,6 +674,11 @@ void Shard::publish_counters(const Driver& driver) {
   l.discovery_pings_in.store(c.discovery_pings_in, r);
   l.discovery_pongs_out.store(c.discovery_pongs_out, r);
   l.discovery_refused.store(c.discovery_refused, r);
+  l.tokens_accepted.store(c.tokens_accepted, r);
+  l.tokens_refused.store(c.tokens_refused, r);
+  l.sealed_out.store(c.sealed_out, r);
+  l.opened_in.store(c.opened_in, r);
+  l.seal_refused.store(c.drops[proto::Drop::bad_seal] + c.drops[proto::Drop::replayed], r);
   l.over_limit_refused.store(c.intake_over_limit, r);
   l.over_limit_dropped.store(c.drops[proto::Drop::over_limit], r);
   const DriverStats d = driver.stats();
@@ -774,6 +784,11 @@ ShardCounters Shard::counters() const {
   s.discovery_pings_in = l.discovery_pings_in.load(r);
   s.discovery_pongs_out = l.discovery_pongs_out.load(r);
   s.discovery_refused = l.discovery_refused.load(r);
+  s.tokens_accepted = l.tokens_accepted.load(r);
+  s.tokens_refused = l.tokens_refused.load(r);
+  s.sealed_out = l.sealed_out.load(r);
+  s.opened_in = l.opened_in.load(r);
+  s.seal_refused = l.seal_refused.load(r);
   s.over_limit_refused = l.over_limit_refused.load(r);
   s.over_limit_dropped = l.over_limit_dropped.load(r);
   s.tx_dropped = l.tx_dropped.load(r);
@@ -967,6 +982,11 @@ ShardCounters ShardGroup::total() const {
     t.discovery_pings_in += c.discovery_pings_in;
     t.discovery_pongs_out += c.discovery_pongs_out;
     t.discovery_refused += c.discovery_refused;
+    t.tokens_accepted += c.tokens_accepted;
+    t.tokens_refused += c.tokens_refused;
+    t.sealed_out += c.sealed_out;
+    t.opened_in += c.opened_in;
+    t.seal_refused += c.seal_refused;
     t.over_limit_refused += c.over_limit_refused;
     t.over_limit_dropped += c.over_limit_dropped;
     t.tx_dropped += c.tx_dropped;

@@ -143,6 +143,13 @@ struct ShardCounters {
   std::uint64_t discovery_pings_in = 0;
   std::uint64_t discovery_pongs_out = 0;
   std::uint64_t discovery_refused = 0;
+  // Secure sessions (proto::HostConfig::security): tokens taken and refused, datagrams sealed
+  // and opened, and sealed datagrams refused (bad_seal or replayed).
+  std::uint64_t tokens_accepted = 0;
+  std::uint64_t tokens_refused = 0;
+  std::uint64_t sealed_out = 0;
+  std::uint64_t opened_in = 0;
+  std::uint64_t seal_refused = 0;
   // host.intake_rate / intake_bandwidth: reliable messages left unacknowledged (resent later)
   // and unreliable ones dropped.
   std::uint64_t over_limit_refused = 0;

@@ -356,6 +356,48 @@ TEST(SecureDatagram, RoundTripBothSizes) {
   }
 }
 
+// AES-256-GCM (where the CPU has AES-NI): the same framing, another cipher under the same
+// key; a datagram sealed with one does not open with the other.
+TEST(SecureDatagram, AesRoundTripAndCiphersDoNotMix) {
+  if (!sec::aes_available()) GTEST_SKIP() << "no AES-NI on this CPU";
+  sec::AesKeys aes;
+  for (std::size_t size : {std::size_t{0}, std::size_t{64}, std::size_t{1200}}) {
+    Pair p;
+    ASSERT_TRUE(sec::expand_aes(p.tx.key, aes.tx));
+    ASSERT_TRUE(sec::expand_aes(p.rx_key, aes.rx));
+    p.tx.aes = &aes.tx;
+    const auto plain = plain_datagram(size, 9);
+    const auto sealed = seal(p.tx, plain);
+    ASSERT_EQ(sealed.size(), plain.size() + sec::kDatagramOverhead);
+    // Under ChaCha20-Poly1305 (no expanded key) the AES datagram is a forgery.
+    auto copy = sealed;
+    std::size_t n = 0;
+    EXPECT_EQ(sec::open_datagram(p.rx_key, p.window, copy.data(), copy.size(), 4, n),
+              sec::OpenError::forged);
+    copy = sealed;
+    ASSERT_EQ(sec::open_datagram(p.rx_key, p.window, copy.data(), copy.size(), 4, n, &aes.rx),
+              sec::OpenError::none);
+    EXPECT_EQ(
+        std::vector<std::uint8_t>(copy.begin() + sec::kSeqBytes, copy.begin() + sec::kSeqBytes + n),
+        plain);
+    // And a flipped bit anywhere past the sequence number is refused.
+    for (std::size_t i = 12; i < sealed.size(); ++i) {
+      auto bad = sealed;
+      bad[i] ^= 0x10;
+      sec::ReplayWindow w;
+      EXPECT_EQ(sec::open_datagram(p.rx_key, w, bad.data(), bad.size(), 4, n, &aes.rx),
+                sec::OpenError::forged)
+          << i;
+    }
+    // ChaCha20-Poly1305's datagram does not open as AES-256-GCM either.
+    p.tx.aes = nullptr;
+    auto chacha = seal(p.tx, plain);
+    sec::ReplayWindow w;
+    EXPECT_EQ(sec::open_datagram(p.rx_key, w, chacha.data(), chacha.size(), 4, n, &aes.rx),
+              sec::OpenError::forged);
+  }
+}
+
 TEST(SecureDatagram, ReplayRefused) {
   Pair p;
   const auto sealed = seal(p.tx, plain_datagram(64, 1));

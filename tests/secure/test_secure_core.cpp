@@ -46,6 +46,8 @@ class SecureCore : public ::testing::Test {
   std::unique_ptr<HostCore> server;
   std::size_t sent_to_client = 0;  // bytes the server sent to the client's address
   std::size_t received_from_client = 0;
+  bool server_aes = true;  // HostConfig::secure_aes of the next server and clients made
+  bool client_aes = true;
 
   struct Client {
     std::unique_ptr<HostCore> core;
@@ -60,6 +62,7 @@ class SecureCore : public ::testing::Test {
     c.secure_addresses[0] = server_ep;
     c.secure_address_count = 1;
     c.random_seed = 99;
+    c.secure_aes = server_aes;
     server = std::make_unique<HostCore>(c);
     server->set_unix_time(now_us, kUnixNow);
   }
@@ -86,6 +89,7 @@ class SecureCore : public ::testing::Test {
   Client client(std::uint32_t addr, std::uint16_t port, std::uint64_t seed) {
     HostConfig c;
     c.random_seed = seed;
+    c.secure_aes = client_aes;
     return Client{std::make_unique<HostCore>(c), Endpoint::v4(addr, port), {}};
   }
 
@@ -219,6 +223,47 @@ TEST_F(SecureCore, ConnectSealsEverythingBothWays) {
   EXPECT_EQ(server->counters().tokens_accepted, 1u);
   EXPECT_GT(server->counters().opened_in, 3u);
   EXPECT_EQ(drops(Drop::bad_seal), 0u);
+}
+
+// AES-256-GCM seals the session only when the client offered it and the server took it, and
+// both sides agree on which; either way messages go both ways.
+TEST_F(SecureCore, AesOnlyWhenBothSidesWantIt) {
+  struct Case {
+    bool server, client;
+  };
+  for (const Case k : {Case{true, true}, Case{false, true}, Case{true, false}}) {
+    SCOPED_TRACE(std::string("server ") + (k.server ? "aes" : "no aes") + ", client " +
+                 (k.client ? "aes" : "no aes"));
+    server_aes = k.server;
+    client_aes = k.client;
+    make_server(Security::required);
+    Client c = client(0x0a000002, 5000, 1);
+    connect_secure(c, mint());
+    pump({&c}, 10);
+    ASSERT_EQ(c.core->peer_state(c.peer), PeerState::connected);
+    const Seen s = events(*server);
+    ASSERT_EQ(s.connects, 1u);
+    const bool want = k.server && k.client && sec::aes_available();
+    EXPECT_EQ(server->peer_secure_aes(s.last_peer), want);
+    EXPECT_EQ(c.core->peer_secure_aes(c.peer), want);
+    const std::string up = "up-" + std::string(900, 'u');
+    const std::string down = "down";
+    ASSERT_EQ(
+        c.core->send(c.peer, 0, Delivery::reliable, std::as_bytes(std::span(up.data(), up.size()))),
+        SendResult::ok);
+    ASSERT_EQ(server->send(s.last_peer, 1, Delivery::reliable,
+                           std::as_bytes(std::span(down.data(), down.size()))),
+              SendResult::ok);
+    pump({&c}, 10);
+    const Seen at_server = events(*server);
+    const Seen at_client = events(*c.core);
+    ASSERT_EQ(at_server.messages.size(), 1u);
+    EXPECT_EQ(at_server.messages[0], up);
+    ASSERT_EQ(at_client.messages.size(), 1u);
+    EXPECT_EQ(at_client.messages[0], down);
+    EXPECT_EQ(drops(Drop::bad_seal), 0u);
+    EXPECT_EQ(c.core->counters().drops[Drop::bad_seal], 0u);
+  }
 }
 
 // Each refusal: no reply at all to the CONNECT, counted by name.

@@ -16,6 +16,10 @@ static_assert(crypto_aead_xchacha20poly1305_ietf_NPUBBYTES == kTokenNonceBytes);
 static_assert(crypto_aead_xchacha20poly1305_ietf_ABYTES == kTagBytes);
 static_assert(crypto_aead_chacha20poly1305_ietf_ABYTES == kTagBytes);
 static_assert(crypto_aead_chacha20poly1305_ietf_NPUBBYTES == 12);
+static_assert(crypto_aead_aes256gcm_ABYTES == kTagBytes);
+static_assert(crypto_aead_aes256gcm_NPUBBYTES == 12);
+static_assert(sizeof(crypto_aead_aes256gcm_state) == sizeof(AesState));
+static_assert(alignof(AesState) >= 16);
 
 void put64(std::uint8_t* p, std::uint64_t v) {
   for (int i = 7; i >= 0; --i, v >>= 8) p[i] = static_cast<std::uint8_t>(v);
@@ -205,9 +209,15 @@ std::size_t seal_datagram(SealState& state, std::uint8_t* buf, std::size_t heade
   std::uint8_t nonce[12];
   datagram_nonce(seq, nonce);
   unsigned long long maclen = 0;
-  crypto_aead_chacha20poly1305_ietf_encrypt_detached(body, body + payload_len, &maclen, body,
-                                                     payload_len, buf, header_len, nullptr, nonce,
-                                                     state.key.data());
+  if (state.aes != nullptr) {
+    crypto_aead_aes256gcm_encrypt_detached_afternm(
+        body, body + payload_len, &maclen, body, payload_len, buf, header_len, nullptr, nonce,
+        reinterpret_cast<const crypto_aead_aes256gcm_state*>(state.aes->bytes.data()));
+  } else {
+    crypto_aead_chacha20poly1305_ietf_encrypt_detached(body, body + payload_len, &maclen, body,
+                                                       payload_len, buf, header_len, nullptr, nonce,
+                                                       state.key.data());
+  }
   return header_len + kDatagramOverhead + payload_len;
 }
 
@@ -250,7 +260,7 @@ const char* open_error_name(OpenError e) {
 
 OpenError open_datagram_to(const Key& key, ReplayWindow& window, const std::uint8_t* buf,
                            std::size_t len, std::size_t header_len, std::uint8_t* out,
-                           std::size_t& out_len) {
+                           std::size_t& out_len, const AesState* aes) {
   if (len < header_len + kDatagramOverhead) return OpenError::truncated;
   const std::uint64_t seq = get64(buf + header_len);
   // The window is asked before the AEAD so a replay flood costs no decryption.
@@ -264,11 +274,15 @@ OpenError open_datagram_to(const Key& key, ReplayWindow& window, const std::uint
   const std::uint8_t* body = buf + header_len + kSeqBytes;
   std::uint8_t nonce[12];
   datagram_nonce(seq, nonce);
-  if (crypto_aead_chacha20poly1305_ietf_decrypt_detached(out + header_len, nullptr, body,
-                                                         payload_len, body + payload_len, buf,
-                                                         header_len, nonce, key.data()) != 0) {
-    return OpenError::forged;
-  }
+  const int rc =
+      aes != nullptr
+          ? crypto_aead_aes256gcm_decrypt_detached_afternm(
+                out + header_len, nullptr, body, payload_len, body + payload_len, buf, header_len,
+                nonce, reinterpret_cast<const crypto_aead_aes256gcm_state*>(aes->bytes.data()))
+          : crypto_aead_chacha20poly1305_ietf_decrypt_detached(out + header_len, nullptr, body,
+                                                               payload_len, body + payload_len, buf,
+                                                               header_len, nonce, key.data());
+  if (rc != 0) return OpenError::forged;
   window.accept(seq);
   std::memmove(out, buf, header_len);
   out_len = header_len + payload_len;
@@ -276,13 +290,22 @@ OpenError open_datagram_to(const Key& key, ReplayWindow& window, const std::uint
 }
 
 OpenError open_datagram(const Key& key, ReplayWindow& window, std::uint8_t* buf, std::size_t len,
-                        std::size_t header_len, std::size_t& out_len) {
+                        std::size_t header_len, std::size_t& out_len, const AesState* aes) {
   if (len < header_len + kDatagramOverhead) return OpenError::truncated;
   // out + header_len == the ciphertext: libsodium decrypts in place when the two coincide.
-  return open_datagram_to(key, window, buf, len, header_len, buf + kSeqBytes, out_len);
+  return open_datagram_to(key, window, buf, len, header_len, buf + kSeqBytes, out_len, aes);
 }
 
 bool available() { return g_sodium_ready >= 0; }
+
+bool aes_available() { return g_sodium_ready >= 0 && crypto_aead_aes256gcm_is_available() == 1; }
+
+bool expand_aes(const Key& key, AesState& out) {
+  if (!aes_available()) return false;
+  crypto_aead_aes256gcm_beforenm(reinterpret_cast<crypto_aead_aes256gcm_state*>(out.bytes.data()),
+                                 key.data());
+  return true;
+}
 
 void random_bytes(std::uint8_t* out, std::size_t n) { randombytes_buf(out, n); }
 

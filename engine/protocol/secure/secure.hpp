@@ -126,15 +126,34 @@ inline constexpr std::size_t kDatagramOverhead = kSeqBytes + kTagBytes;
 // anything at or past it, so the counter can never wrap onto a used nonce.
 inline constexpr std::uint64_t kSeqLimit = std::uint64_t{1} << 62;
 
+// AES-256-GCM's expanded key (libsodium's crypto_aead_aes256gcm_state), made once per session
+// key: a connection that agreed AES-256-GCM seals and opens with it instead of ChaCha20-Poly1305
+// under `key` (WIRE.md, "Secure sessions", the cipher).
+struct alignas(16) AesState {
+  std::array<std::uint8_t, 512> bytes{};
+};
+// A session's two directions, kept together in one block so the pointers SealState holds stay
+// put when the connection's records move.
+struct AesKeys {
+  AesState tx;
+  AesState rx;
+};
+// True when this CPU runs AES-256-GCM in hardware (AES-NI and carry-less multiply), the only
+// case in which a host offers or accepts it.
+bool aes_available();
+// Expands `key` for AES-256-GCM; false when the CPU cannot (aes_available()).
+bool expand_aes(const Key& key, AesState& out);
+
 struct SealState {
   Key key{};
   std::uint64_t next_seq = 0;
   std::uint64_t limit = kSeqLimit;
+  const AesState* aes = nullptr;  // AES-256-GCM with this expanded key; null: ChaCha20-Poly1305
 };
 
 // In place: buf holds header_len bytes of header then payload_len bytes of plaintext and has
 // room for kDatagramOverhead more. Returns the sealed length, or 0 once the sequence reached
-// the limit (nothing written).
+// the limit (nothing written). The cipher is state.aes's (above).
 std::size_t seal_datagram(SealState& state, std::uint8_t* buf, std::size_t header_len,
                           std::size_t payload_len);
 
@@ -158,9 +177,11 @@ const char* open_error_name(OpenError e);
 
 // buf[0, len) sealed, opened into out (at least len - kDatagramOverhead bytes, not
 // overlapping buf except exactly out == buf + kSeqBytes): the header, then the plaintext.
+// With `aes` (the session agreed AES-256-GCM) under that expanded key, else ChaCha20-Poly1305
+// under `key`.
 OpenError open_datagram_to(const Key& key, ReplayWindow& window, const std::uint8_t* buf,
                            std::size_t len, std::size_t header_len, std::uint8_t* out,
-                           std::size_t& out_len);
+                           std::size_t& out_len, const AesState* aes = nullptr);
 
 // False when built without libsodium (the stub): nothing can be minted, opened or sealed.
 bool available();
@@ -177,6 +198,7 @@ Key derive_key(const Key& key, std::uint8_t label, const std::uint8_t* data, std
 // the plaintext datagram (header then payload) is buf[kSeqBytes, kSeqBytes + out_len): the
 // header is moved up to meet the payload rather than the payload down.
 OpenError open_datagram(const Key& key, ReplayWindow& window, std::uint8_t* buf, std::size_t len,
-                        std::size_t header_len, std::size_t& out_len);
+                        std::size_t header_len, std::size_t& out_len,
+                        const AesState* aes = nullptr);
 
 }  // namespace tern::proto::sec

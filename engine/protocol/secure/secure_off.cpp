@@ -28,14 +28,16 @@ std::size_t seal_datagram(SealState&, std::uint8_t*, std::size_t, std::size_t) {
 ReplayWindow::Verdict ReplayWindow::check(std::uint64_t) const { return Verdict::past_limit; }
 void ReplayWindow::accept(std::uint64_t) {}
 OpenError open_datagram_to(const Key&, ReplayWindow&, const std::uint8_t*, std::size_t, std::size_t,
-                           std::uint8_t*, std::size_t&) {
+                           std::uint8_t*, std::size_t&, const AesState*) {
   return OpenError::forged;
 }
 OpenError open_datagram(const Key&, ReplayWindow&, std::uint8_t*, std::size_t, std::size_t,
-                        std::size_t&) {
+                        std::size_t&, const AesState*) {
   return OpenError::forged;
 }
 bool available() { return false; }
+bool aes_available() { return false; }
+bool expand_aes(const Key&, AesState&) { return false; }
 void random_bytes(std::uint8_t* out, std::size_t n) { std::memset(out, 0, n); }
 Key derive_key(const Key&, std::uint8_t, const std::uint8_t*, std::size_t) { return Key{}; }
 

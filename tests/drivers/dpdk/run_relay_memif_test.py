@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """tern-relay and tern-loadgen on DPDK net_memif in two processes (suite 'dpdk').
 
-  run_relay_memif_test.py --tern-relay PATH --tern-loadgen PATH
+  run_relay_memif_test.py --tern-relay PATH --tern-loadgen PATH [--secure]
 
 The relay runs `--driver dpdk` on net_memif in the server role, configured from the [dpdk]
 section of its TOML file (relay.driver = "dpdk"); tern-loadgen runs `--driver dpdk` on the
@@ -11,6 +11,14 @@ order, to the right room (lost=0 duplicates=0 out_of_order=0 misrouted=0, delive
 expected). Then the relay must drain on SIGTERM and exit 0 with a summary that agrees.
 
 Also: a bad [dpdk] key in the relay's file is refused with file, key and reason (exit 2).
+
+--secure: the same run with secure sessions (engine/protocol/WIRE.md, "Secure sessions"): the
+relay's [security] policy is "required" with a fresh key file and no public_address (on DPDK
+the tokens must list the port's address, dpdk.ip, which the relay takes by default), and
+every loadgen client mints a connect token under that key (--token-key). On top of the exact
+accounting: every client connected with a token (tern_relay_tokens_accepted_total == 64, none
+refused), datagrams were sealed and opened, and none was refused as unauthentic or replayed
+(tern_relay_seal_refused_total == 0).
 
 Sets up and tears down everything it uses (socket and config files in /tmp). Exit 77
 (skipped) when not root.
@@ -35,13 +43,22 @@ def scrape(metrics_port):
 
 
 def run(args):
-    tag = f"{os.getpid() % 100000}"
+    tag = f"{os.getpid() % 100000}{'s' if args.secure else ''}"
+    key_file = f"/tmp/tern-relay-memif-{tag}.key"
     sock = f"/tmp/tern-relay-memif-{tag}.sock"
     conf = f"/tmp/tern-relay-memif-{tag}.toml"
     bad_conf = f"/tmp/tern-relay-memif-bad-{tag}.toml"
     logs = [f"/tmp/tern-relay-memif-{tag}.out", f"/tmp/tern-relay-memif-{tag}.err"]
     relay_ip, client_ip = "10.214.0.1", "10.214.0.2"
     port = 7000 + os.getpid() % 1000
+    security = ""
+    token_args = []
+    if args.secure:
+        with open(key_file, "w") as k:
+            k.write(f"id 7\nkey {os.urandom(32).hex()}\n")
+        os.chmod(key_file, 0o600)
+        security = f'[security]\npolicy = "required"\nkey_file = "{key_file}"\n'
+        token_args = ["--token-key", key_file]
     f = Failures()
     relay = None
     try:
@@ -61,7 +78,8 @@ def run(args):
             c.write(f'[relay]\nlisten = "0.0.0.0:{port}"\ndriver = "dpdk"\nshards = 1\n'
                     f'[metrics]\nlisten = "127.0.0.1:{port + 1000}"\n[shutdown]\ndrain_timeout_ms = 5000\n'
                     f'[dpdk]\nport = "net_memif0,role=server,socket={sock}"\n'
-                    f'ip = "{relay_ip}/24"\nhugepages = false\nmemory_mb = 512\nmbufs = 4096\n')
+                    f'ip = "{relay_ip}/24"\nhugepages = false\nmemory_mb = 512\nmbufs = 4096\n'
+                    + security)
         out = open(logs[0], "w+")
         err = open(logs[1], "w+")
         cmd = [args.tern_relay, "--config", conf]
@@ -83,7 +101,7 @@ def run(args):
                "--dpdk-port", f"net_memif0,role=client,socket={sock}",
                "--dpdk-ip", f"{client_ip}/24", "--dpdk-local-port", "40003",
                "--clients", "64", "--room-size", "8", "--delivery", "reliable", "--rate", "50",
-               "--duration", "2", "--warmup", "0.5", "--quiet"]
+               "--duration", "2", "--warmup", "0.5", "--quiet"] + token_args
         print("loadgen:", " ".join(cmd), flush=True)
         loadgen = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         # While the run lasts, the port's own counters and link (read every 100 ms) reach
@@ -122,6 +140,17 @@ def run(args):
         # 64 senders x 50 Hz x 2 s = 6400 messages, 7 copies each (give or take pacing edges).
         f.check(abs(int(v.get("sent", "0")) - 6400) <= 64,
                 f"sent ~6400 messages: {v.get('sent')}")
+        if args.secure:
+            m = scrape(port + 1000)
+            got = {k: m.get(f'tern_relay_{k}_total{{shard="0"}}') for k in
+                   ["tokens_accepted", "tokens_refused", "sealed_out", "opened_in",
+                    "seal_refused"]}
+            # Every message's datagram was opened and every copy's sealed (several ride in one
+            # datagram, so the counts are at least the datagrams, not the copies).
+            f.check(got["tokens_accepted"] == "64" and got["tokens_refused"] == "0" and
+                    got["seal_refused"] == "0" and int(got["sealed_out"] or 0) > 1000 and
+                    int(got["opened_in"] or 0) > 1000,
+                    "secure: " + " ".join(f"{k}={v}" for k, v in got.items()))
 
         # With the loadgen gone the memif peer has disconnected: the link is reported down
         # (polled; the deadline only ends a wait for a link that never goes down).
@@ -152,7 +181,7 @@ def run(args):
     finally:
         if relay is not None:
             stop(relay)
-        for path in [sock, conf, bad_conf]:
+        for path in [sock, conf, bad_conf, key_file]:
             if os.path.exists(path):
                 os.unlink(path)
     if not f.items:
@@ -168,6 +197,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tern-relay", required=True)
     ap.add_argument("--tern-loadgen", required=True)
+    ap.add_argument("--secure", action="store_true",
+                    help="[security] policy required, loadgen clients with connect tokens")
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("SKIP: the dpdk suite needs root", flush=True)

@@ -158,6 +158,9 @@ struct HostOptions {
   Security security = Security::plain;
   std::vector<TokenKey> token_keys;
   std::vector<Endpoint> secure_addresses;
+  // Encrypt with AES-256-GCM instead of ChaCha20-Poly1305 when both ends' CPUs have AES-NI
+  // (agreed in the handshake; false: never offer or accept it).
+  bool secure_aes = true;
   // Socket hosts only.
   int socket_receive_buffer = 4 << 20;
   int socket_send_buffer = 4 << 20;
@@ -242,6 +245,8 @@ class Host {
   PeerHandle connect(const Endpoint& address, std::size_t channel_count, std::uint32_t data = 0);
   // connect() with a connect token (tern/secure.hpp, mint_token): every datagram of the
   // connection is encrypted. A server that does not take the token leaves it to time out.
+  // No rekeying: after 2^62 datagrams one way the connection ends (reason refused) rather than
+  // reuse a nonce (WIRE.md, "Secure sessions").
   PeerHandle connect_secure(const Endpoint& address, std::size_t channel_count, std::uint32_t data,
                             const ConnectToken& token);
   // At the channel's default level (ChannelOptions::priority: medium unless a rule says).

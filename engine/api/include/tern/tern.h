@@ -215,7 +215,59 @@ typedef struct tern_host_options {
   /* Per-channel switches, applied in order (a channel named by several takes the last). */
   tern_channel_options channel_options[TERN_MAX_CHANNEL_RULES];
   size_t channel_option_count;
+
+  /* Secure sessions, as a listener (see "Secure sessions" below): the policy (tern_security,
+   * TERN_SECURITY_PLAIN by default); the key file whose tokens are accepted (tern-token
+   * keygen; NULL: none) and, while rotating keys, the previous one (NULL); the address
+   * clients reach this host at, which their tokens must list ("host:port"; NULL: the bound
+   * address, so a host bound to a wildcard needs it). The strings are read by tern_host_create,
+   * which fails naming the file, line and reason when a key file cannot be read, and fails for a
+   * policy other than plain without a key file. */
+  int security;
+  const char* token_key_file;
+  const char* token_key_file_old;
+  const char* secure_address;
+  /* 1 (default): a secure connection encrypts with AES-256-GCM when both ends' CPUs have AES-NI
+   * (agreed in the handshake), else ChaCha20-Poly1305; 0: always ChaCha20-Poly1305. */
+  int secure_aes;
 } tern_host_options;
+
+/* Secure sessions (engine/protocol/WIRE.md, "Secure sessions"): a token issuer and the
+ * servers share a key; the issuer mints a connect token per client, which the client sends
+ * with its CONNECT, and every datagram of the connection is then encrypted and authenticated
+ * (ChaCha20-Poly1305). Needs Tern built with libsodium: without it minting fails and a policy
+ * other than plain refuses every token. */
+typedef enum tern_security {
+  TERN_SECURITY_PLAIN = 0,    /* ENet only: tokens are not read */
+  TERN_SECURITY_OPTIONAL = 1, /* a client with a token is encrypted, any other (libenet) plain */
+  TERN_SECURITY_REQUIRED = 2  /* token holders only; any other CONNECT gets no answer */
+} tern_security;
+
+enum { TERN_TOKEN_BYTES = 555, TERN_TOKEN_USER_DATA_MAX = 256, TERN_TOKEN_SERVERS_MAX = 8 };
+
+/* The key a token issuer shares with the servers. */
+typedef struct tern_token_key {
+  uint32_t id;
+  uint8_t key[32];
+} tern_token_key;
+
+/* What a client holds: the sealed token it sends, and its two session keys in clear. Keep it
+ * as secret as a password until it expires. */
+typedef struct tern_connect_token {
+  uint8_t sealed[TERN_TOKEN_BYTES];
+  uint8_t client_to_server[32];
+  uint8_t server_to_client[32];
+} tern_connect_token;
+
+typedef struct tern_token_request {
+  uint64_t client_id;
+  const tern_address* servers; /* 1..TERN_TOKEN_SERVERS_MAX addresses it is valid for */
+  size_t server_count;
+  const void* user_data; /* up to TERN_TOKEN_USER_DATA_MAX bytes (tern-relay: "room=N") */
+  size_t user_data_length;
+  uint32_t valid_s;   /* seconds from now until it expires; 0: 30 */
+  uint32_t timeout_s; /* the connection's idle timeout the server applies; 0: 10 */
+} tern_token_request;
 
 typedef struct tern_peer_stats {
   uint32_t rtt_ms; /* smoothed round-trip time */
@@ -384,6 +436,32 @@ void tern_peer_ping_interval(tern_host* host, tern_peer peer, uint32_t interval_
 int tern_host_set_discovery_info(tern_host* host, const void* info, size_t length);
 uint32_t tern_host_discover(tern_host* host, const tern_address* address, size_t info_room);
 int tern_host_poll_discovery(tern_host* host, tern_discovery_answer* answer);
+
+/* Secure sessions (see tern_security). A key from a key file (lines "id N" and "key <64 hex
+ * digits>", as tern-token keygen writes); TERN_OK, or TERN_ERROR with file, line and reason in
+ * `error`. */
+int tern_token_key_load(const char* path, tern_token_key* key, char* error, size_t error_size);
+/* A fresh random key with this id; TERN_ERROR without libsodium. */
+int tern_token_key_generate(uint32_t id, tern_token_key* key);
+/* Mints a connect token under `key` (the issuer's side; the clock is the system's). TERN_OK,
+ * or TERN_ERROR with the reason in `error`. */
+int tern_token_mint(const tern_token_key* key, const tern_token_request* request,
+                    tern_connect_token* token, char* error, size_t error_size);
+/* The line of hex `tern-token mint` prints; TERN_OK or TERN_ERROR_INVALID_ARGUMENT. */
+int tern_connect_token_parse(const char* hex, tern_connect_token* token);
+/* tern_host_connect with a connect token: everything both ways is encrypted. A server that
+ * does not take the token (plain policy, another key, expired, not listed) never answers in a
+ * way the client accepts: the attempt ends with a disconnect event of reason TIMEOUT. There is
+ * no rekeying: a connection that sent 2^62 datagrams one way ends (reason REFUSED) rather than
+ * reuse a nonce, which at 10 million datagrams a second takes 14,600 years. */
+tern_peer tern_host_connect_secure(tern_host* host, const tern_address* address,
+                                   size_t channel_count, uint32_t user_data,
+                                   const tern_connect_token* token);
+/* 1 when the connection is encrypted, else 0. */
+int tern_peer_secure(const tern_host* host, tern_peer peer);
+/* On a server, the user data of the client's token: its length, and *data pointed at bytes
+ * valid until the next call on the host (0 and NULL for a plain connection). */
+size_t tern_peer_token_user_data(const tern_host* host, tern_peer peer, const uint8_t** data);
 
 /* TERN_OK, or TERN_ERROR_NOT_CONNECTED when the handle names no connection. */
 int tern_peer_get_stats(const tern_host* host, tern_peer peer, tern_peer_stats* stats);
