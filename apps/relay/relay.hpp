@@ -54,7 +54,7 @@ namespace tern::relay {
 // Every one is counted; none is a reliable copy the relay acknowledged (those are delivered or
 // their receiver disconnected).
 #define TERN_RELAY_DROPS(X)                                                                \
-  X(no_room, "message from a client in no room (an acknowledged one disconnects: data 6)")   \
+  X(no_room, "message from a client in no room (an acknowledged one disconnects: data 6)") \
   X(room_full, "connect refused: the room is at its size limit")                           \
   X(peer_limit, "connect refused: the relay is at its peer limit")                         \
   X(too_large, "message larger than limits.message_size (a reliable one disconnects)")     \
