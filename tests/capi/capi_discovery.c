@@ -9,27 +9,11 @@
 
 #include <tern/tern.h>
 
+#include "capi_check.h"
+
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-
-static int g_failures;
-
-#define CHECK(cond, ...)                                     \
-  do {                                                       \
-    if (!(cond)) {                                           \
-      ++g_failures;                                          \
-      printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-      printf(__VA_ARGS__);                                   \
-      printf("\n");                                          \
-    }                                                        \
-  } while (0)
-
-static double seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* Services all three hosts until the client has an answer or `limit` seconds pass (a hang
  * guard: nothing asserts on how long it took). Returns how many answers came. */

@@ -11,29 +11,14 @@
 
 #include <tern/tern.h>
 
+#include "capi_check.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-static int g_failures;
-
-#define CHECK(cond, ...)                                     \
-  do {                                                       \
-    if (!(cond)) {                                           \
-      ++g_failures;                                          \
-      printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-      printf(__VA_ARGS__);                                   \
-      printf("\n");                                          \
-    }                                                        \
-  } while (0)
-
 /* A hang guard only: a loop that has not finished after this long has failed. */
-static double seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 static const double kHangSeconds = 30.0;
 
 enum { kKinds = 3, kStream = 300, kWindow = 32, kHeader = 8, kBig = 100000, kUnreliableBig = 5000 };
