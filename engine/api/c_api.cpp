@@ -80,53 +80,65 @@ uint32_t to_flags(tern::Delivery d) {
   return 0;
 }
 
+// Every scalar field tern_host_options mirrors, with its tern::HostOptions field: the defaults
+// and the conversion walk this one list, so they cannot drift apart.
+template <class C, class H, class Each>
+void each_mirrored_field(C& c, H& h, Each&& each) {
+  each(c.peer_limit, h.peer_limit);
+  each(c.channel_limit, h.channel_limit);
+  each(c.incoming_bandwidth, h.incoming_bandwidth);
+  each(c.outgoing_bandwidth, h.outgoing_bandwidth);
+  each(c.mtu, h.mtu);
+  each(c.checksum, h.checksum);
+  each(c.max_packet_size, h.max_packet_size);
+  each(c.max_waiting_data, h.max_waiting_data);
+  each(c.memory_cap, h.memory_cap);
+  each(c.max_queued, h.max_queued);
+  each(c.ping_interval_ms, h.ping_interval_ms);
+  each(c.timeout_limit, h.timeout_limit);
+  each(c.timeout_minimum_ms, h.timeout_minimum_ms);
+  each(c.timeout_maximum_ms, h.timeout_maximum_ms);
+  each(c.random_seed, h.random_seed);
+  each(c.socket_receive_buffer, h.socket_receive_buffer);
+  each(c.socket_send_buffer, h.socket_send_buffer);
+  each(c.selective_acks, h.selective_acks);
+  each(c.fast_retransmit, h.fast_retransmit);
+  each(c.congestion_window, h.congestion_window);
+  each(c.throttle_reliable_window, h.throttle_reliable_window);
+  each(c.nodelay, h.nodelay);
+  each(c.delivery_modes, h.delivery_modes);
+  each(c.redundancy, h.redundancy);
+  each(c.path_mtu, h.path_mtu);
+  each(c.discovery, h.discovery);
+  each(c.discovery_rate_per_address, h.discovery_rate_per_address);
+  each(c.discovery_rate_per_prefix, h.discovery_rate_per_prefix);
+  each(c.nodelay_resend, h.nodelay_resend);
+  each(c.redundancy_max_k, h.redundancy_max_k);
+  each(c.redundancy_budget_percent, h.redundancy_budget_percent);
+  each(c.redundancy_high_loss_budget_percent, h.redundancy_high_loss_budget_percent);
+  each(c.redundancy_ack_repeats, h.redundancy_ack_repeats);
+  each(c.congestion_control, h.congestion_control);
+  each(c.cc_express_bytes, h.cc_express_bytes);
+  each(c.cc_max_window, h.cc_max_window);
+  each(c.blocks, h.blocks);
+  each(c.max_block_size, h.max_block_size);
+  each(c.block_rate, h.block_rate);
+  each(c.path_mtu_max, h.path_mtu_max);
+  each(c.verify_before_peer, h.verify_before_peer);
+  each(c.half_open_capacity, h.half_open_capacity);
+  each(c.half_open_timeout_ms, h.half_open_timeout_ms);
+}
+
+// `to = from`, each side in its own type (C's int switches are bools in C++, and back).
+constexpr auto kAssign = [](auto& to, const auto& from) {
+  to = static_cast<std::remove_cvref_t<decltype(to)>>(from);
+};
+
 tern::HostOptions to_cpp(const tern_host_options& o) {
   tern::HostOptions h;
-  h.peer_limit = o.peer_limit;
-  h.channel_limit = o.channel_limit;
-  h.incoming_bandwidth = o.incoming_bandwidth;
-  h.outgoing_bandwidth = o.outgoing_bandwidth;
-  h.mtu = o.mtu;
-  h.checksum = o.checksum != 0;
-  h.max_packet_size = o.max_packet_size;
-  h.max_waiting_data = o.max_waiting_data;
-  h.memory_cap = o.memory_cap;
-  h.max_queued = o.max_queued;
-  h.ping_interval_ms = o.ping_interval_ms;
-  h.timeout_limit = o.timeout_limit;
-  h.timeout_minimum_ms = o.timeout_minimum_ms;
-  h.timeout_maximum_ms = o.timeout_maximum_ms;
-  h.random_seed = o.random_seed;
-  h.socket_receive_buffer = o.socket_receive_buffer;
-  h.socket_send_buffer = o.socket_send_buffer;
-  h.selective_acks = o.selective_acks != 0;
-  h.fast_retransmit = o.fast_retransmit != 0;
-  h.congestion_window = o.congestion_window != 0;
-  h.throttle_reliable_window = o.throttle_reliable_window != 0;
-  h.nodelay = o.nodelay != 0;
-  h.delivery_modes = o.delivery_modes != 0;
-  h.redundancy = o.redundancy != 0;
-  h.path_mtu = o.path_mtu != 0;
-  h.discovery = o.discovery != 0;
-  h.discovery_rate_per_address = o.discovery_rate_per_address;
-  h.discovery_rate_per_prefix = o.discovery_rate_per_prefix;
+  each_mirrored_field(o, h, [](const auto& from, auto& to) { kAssign(to, from); });
   std::copy(std::begin(o.nodelay_channels), std::end(o.nodelay_channels),
             h.nodelay_channels.begin());
-  h.nodelay_resend = o.nodelay_resend;
-  h.redundancy_max_k = o.redundancy_max_k;
-  h.redundancy_budget_percent = o.redundancy_budget_percent;
-  h.redundancy_high_loss_budget_percent = o.redundancy_high_loss_budget_percent;
-  h.redundancy_ack_repeats = o.redundancy_ack_repeats;
-  h.congestion_control = o.congestion_control != 0;
-  h.cc_express_bytes = o.cc_express_bytes;
-  h.cc_max_window = o.cc_max_window;
-  h.blocks = o.blocks != 0;
-  h.max_block_size = o.max_block_size;
-  h.block_rate = o.block_rate;
-  h.path_mtu_max = o.path_mtu_max;
-  h.verify_before_peer = o.verify_before_peer != 0;
-  h.half_open_capacity = o.half_open_capacity;
-  h.half_open_timeout_ms = o.half_open_timeout_ms;
   const std::size_t rules = std::min<std::size_t>(o.channel_option_count, TERN_MAX_CHANNEL_RULES);
   for (std::size_t i = 0; i < rules; ++i) {
     const tern_channel_options& c = o.channel_options[i];
@@ -269,50 +281,8 @@ const char* tern_version(void) { return TERN_LIBRARY_VERSION; }
 tern_host_options tern_host_options_default(void) {
   const tern::HostOptions h;
   tern_host_options o{};
-  o.peer_limit = h.peer_limit;
-  o.channel_limit = h.channel_limit;
-  o.incoming_bandwidth = h.incoming_bandwidth;
-  o.outgoing_bandwidth = h.outgoing_bandwidth;
-  o.mtu = h.mtu;
-  o.checksum = h.checksum;
-  o.max_packet_size = h.max_packet_size;
-  o.max_waiting_data = h.max_waiting_data;
-  o.memory_cap = h.memory_cap;
-  o.max_queued = h.max_queued;
-  o.ping_interval_ms = h.ping_interval_ms;
-  o.timeout_limit = h.timeout_limit;
-  o.timeout_minimum_ms = h.timeout_minimum_ms;
-  o.timeout_maximum_ms = h.timeout_maximum_ms;
-  o.random_seed = h.random_seed;
-  o.socket_receive_buffer = h.socket_receive_buffer;
-  o.socket_send_buffer = h.socket_send_buffer;
-  o.selective_acks = h.selective_acks;
-  o.fast_retransmit = h.fast_retransmit;
-  o.congestion_window = h.congestion_window;
-  o.throttle_reliable_window = h.throttle_reliable_window;
-  o.nodelay = h.nodelay;
-  o.delivery_modes = h.delivery_modes;
-  o.redundancy = h.redundancy;
-  o.path_mtu = h.path_mtu;
-  o.discovery = h.discovery;
-  o.discovery_rate_per_address = static_cast<uint32_t>(h.discovery_rate_per_address);
-  o.discovery_rate_per_prefix = static_cast<uint32_t>(h.discovery_rate_per_prefix);
+  each_mirrored_field(o, h, kAssign);
   std::copy(h.nodelay_channels.begin(), h.nodelay_channels.end(), std::begin(o.nodelay_channels));
-  o.nodelay_resend = h.nodelay_resend;
-  o.redundancy_max_k = h.redundancy_max_k;
-  o.redundancy_budget_percent = h.redundancy_budget_percent;
-  o.redundancy_high_loss_budget_percent = h.redundancy_high_loss_budget_percent;
-  o.redundancy_ack_repeats = h.redundancy_ack_repeats;
-  o.congestion_control = h.congestion_control;
-  o.cc_express_bytes = h.cc_express_bytes;
-  o.cc_max_window = h.cc_max_window;
-  o.blocks = h.blocks;
-  o.max_block_size = h.max_block_size;
-  o.block_rate = h.block_rate;
-  o.path_mtu_max = h.path_mtu_max;
-  o.verify_before_peer = h.verify_before_peer;
-  o.half_open_capacity = h.half_open_capacity;
-  o.half_open_timeout_ms = h.half_open_timeout_ms;
   for (tern_channel_options& c : o.channel_options) c = tern_channel_options_default();
   o.channel_option_count = 0;
 
