@@ -83,7 +83,8 @@ struct HostCore::Impl {
   std::uint32_t secure_pending_next = 0;
   std::uint32_t secure_stamp = 0;
   std::int64_t unix_offset_us = 0;
-  bool datagram_sealed = false;  // the datagram being handled was opened into open_buf
+  bool datagram_sealed = false;    // the datagram being handled was opened into open_buf
+  bool shedding_connects = false;  // HostCore::shed_connects
   alignas(64) std::array<std::byte, kMaxMtu + 64> open_buf;
 
   // Offline discovery (discovery.cpp): pings and pongs waiting for the next flush, the info

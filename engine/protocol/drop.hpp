@@ -45,6 +45,7 @@ namespace tern::proto {
   X(invalid_cookie, "acknowledgement of a VERIFY_CONNECT with the wrong cookie")       \
   X(expired_cookie, "datagram for a handshake past HostConfig::half_open_timeout_ms") \
   X(rate_limited, "connect or discovery ping over its source's or prefix's rate")      \
+  X(connect_shed, "CONNECT unanswered while the host reads far behind its input")      \
   X(banned, "handshake or discovery datagram from a banned address")                  \
   X(block_malformed, "block slice or ack whose sizes, count or length disagree")        \
   X(block_too_large, "block larger than HostConfig::max_block_size")                    \

@@ -228,6 +228,11 @@ inline void HostCore::Impl::stranger_datagram(const Endpoint& from, const Decode
     counters.drops.add(Drop::unknown_peer);
     return;
   }
+  if (shedding_connects) {
+    ++counters.connects_shed;
+    counters.drops.add(Drop::connect_shed);
+    return;
+  }
   if (refused_source(from, true)) return;
   const Connect c = cmd.connect;
   if (c.channel_count < kMinChannelCount || c.channel_count > kMaxChannelCount ||

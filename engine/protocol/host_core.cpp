@@ -370,6 +370,8 @@ std::size_t HostCore::send_many(std::span<const PeerHandle> peers, std::uint8_t 
   return accepted;
 }
 
+void HostCore::shed_connects(bool on) { impl_->shedding_connects = on; }
+
 void HostCore::hold_intake(PeerHandle peer, bool held) {
   Peer* p = impl_->find(peer);
   if (p == nullptr || p->intake_held == held) return;

@@ -349,6 +349,7 @@ struct HostCounters {
   std::uint64_t cookies_expired = 0;        // datagrams for an entry past half_open_timeout_ms
   std::uint64_t amplification_capped = 0;   // replies not sent: more than the source sent us
   std::uint64_t connects_rate_limited = 0;  // CONNECTs over a per-source or prefix limit
+  std::uint64_t connects_shed = 0;          // CONNECTs unanswered under shed_connects()
   std::uint64_t connects_banned = 0;        // datagrams from banned sources, unanswered
   std::uint64_t replies_dropped = 0;        // more unconnected replies waiting than kept
   std::uint64_t peers_promoted = 0;         // entries turned into peers by their ack
@@ -468,6 +469,12 @@ class HostCore {
   // (acks, unreliable messages, pings) is handled as usual. Works with any ENet sender.
   void hold_intake(PeerHandle peer, bool held);
   bool intake_held(PeerHandle peer) const;
+  // While on, every CONNECT is dropped unanswered (Drop::connect_shed). For a runtime reading far
+  // behind its input: under a connect flood the answers are most of its work, so shedding them lets
+  // it catch up, and a handshake it answers then completes before newer CONNECTs push its entry out
+  // of the half-open table (WIRE.md, "Handshake under attack"). Clients resend a CONNECT left
+  // unanswered.
+  void shed_connects(bool on);
   // Graceful: queued data is discarded, a reliable disconnect is sent, and a disconnect event
   // (reason local) follows the acknowledgement or a timeout.
   void disconnect(PeerHandle peer, std::uint32_t data);

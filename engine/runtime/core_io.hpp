@@ -73,10 +73,12 @@ class CoreIoFor : public CoreIoLimits {
       total += n;
       if (n == 0 || (n < rx.size() && caps_.short_burst_means_empty)) {
         rx_more_ = n >= kDenseBurst;
+        rx_full_ = false;
         return total;
       }
     }
     rx_more_ = true;
+    rx_full_ = true;
     return total;
   }
   // Every frame to the core, nothing between bursts.
@@ -117,6 +119,9 @@ class CoreIoFor : public CoreIoLimits {
   // another rx_burst before the next wait would likely find the queue as empty as it just was
   // (a second recvmmsg returning EAGAIN on every wake-up of an idle server).
   bool rx_more() const { return rx_more_; }
+  // Whether the last receive() stopped at kMaxRxBursts with the driver still giving full
+  // bursts: input is arriving at least as fast as it is read.
+  bool rx_full() const { return rx_full_; }
   const DriverCaps& caps() const { return caps_; }
 
  private:
@@ -129,6 +134,7 @@ class CoreIoFor : public CoreIoLimits {
   std::vector<TxFrame> tx_;
   std::uint64_t tx_waits_ = 0;
   bool rx_more_ = false;
+  bool rx_full_ = false;
 };
 
 using CoreIo = CoreIoFor<proto::HostCore, proto::OutDatagram>;

@@ -75,6 +75,7 @@ struct Shard::LiveCounters {
   std::atomic<std::uint64_t> half_open_evicted{0};
   std::atomic<std::uint64_t> cookies_sent{0};
   std::atomic<std::uint64_t> connects_rate_limited{0};
+  std::atomic<std::uint64_t> connects_shed{0};
   std::atomic<std::uint64_t> connects_banned{0};
   std::atomic<std::uint64_t> cookies_invalid{0};
   std::atomic<std::uint64_t> cookies_expired{0};
@@ -307,6 +308,16 @@ void Shard::poll_once(Driver& driver) {
   // awake: after the one or two an idle wake-up finds, the sleep's own readiness check is the
   // next look at the socket.
   bool busy = io_->rx_more() || (kcp_io_ && kcp_io_->rx_more());
+  // Far behind the input (kShedAfterFullReceives full receives in a row, about 16,000
+  // datagrams): new CONNECTs go unanswered until the shard catches up. Under a connect flood
+  // the answers are most of the work; without them the backlog drains, and a handshake
+  // answered afterwards is acknowledged before newer CONNECTs push it out of the half-open
+  // table. A burst of genuine connects, a few thousand, never reaches the limit.
+  full_receives_ = io_->rx_full() ? full_receives_ + 1 : 0;
+  if ((full_receives_ >= kShedAfterFullReceives) != shedding_connects_) {
+    shedding_connects_ = !shedding_connects_;
+    core_.shed_connects(shedding_connects_);
+  }
   delivered = deliver_events() || delivered;  // events of timers and sends outside a burst
   drain_posted();                             // 7: work from other threads
   busy = drain_cross() || busy;               //    and from other shards
@@ -663,6 +674,7 @@ void Shard::publish_counters(const Driver& driver) {
   l.half_open_evicted.store(c.half_open_evicted, r);
   l.cookies_sent.store(c.cookies_sent, r);
   l.connects_rate_limited.store(c.connects_rate_limited, r);
+  l.connects_shed.store(c.connects_shed, r);
   l.connects_banned.store(c.connects_banned, r);
   l.cookies_invalid.store(c.cookies_invalid, r);
   l.cookies_expired.store(c.cookies_expired, r);
@@ -773,6 +785,7 @@ ShardCounters Shard::counters() const {
   s.half_open_evicted = l.half_open_evicted.load(r);
   s.cookies_sent = l.cookies_sent.load(r);
   s.connects_rate_limited = l.connects_rate_limited.load(r);
+  s.connects_shed = l.connects_shed.load(r);
   s.connects_banned = l.connects_banned.load(r);
   s.cookies_invalid = l.cookies_invalid.load(r);
   s.cookies_expired = l.cookies_expired.load(r);
@@ -971,6 +984,7 @@ ShardCounters ShardGroup::total() const {
     t.half_open_evicted += c.half_open_evicted;
     t.cookies_sent += c.cookies_sent;
     t.connects_rate_limited += c.connects_rate_limited;
+    t.connects_shed += c.connects_shed;
     t.connects_banned += c.connects_banned;
     t.cookies_invalid += c.cookies_invalid;
     t.cookies_expired += c.cookies_expired;

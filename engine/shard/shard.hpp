@@ -139,6 +139,8 @@ struct ShardCounters {
   // Handshake datagrams refused unanswered: over [connect_rate_per_*], or from a banned source.
   std::uint64_t connects_rate_limited = 0;
   std::uint64_t connects_banned = 0;
+  // CONNECTs unanswered while the shard read far behind its input (HostCore::shed_connects).
+  std::uint64_t connects_shed = 0;
   // Offline discovery (proto::HostConfig::discovery): pings received, answered, refused.
   std::uint64_t discovery_pings_in = 0;
   std::uint64_t discovery_pongs_out = 0;
@@ -396,6 +398,11 @@ class Shard {
   std::uint64_t idle_polls_ = 0;
   std::uint64_t idle_poll_us_ = 0;  // the last iteration's end, when it did not sleep
   std::uint64_t iterations_ = 0;
+  // Receives in a row that stopped at CoreIo's burst limit, and whether the core is shedding
+  // CONNECTs for it (HostCore::shed_connects).
+  static constexpr std::uint32_t kShedAfterFullReceives = 8;
+  std::uint32_t full_receives_ = 0;
+  bool shedding_connects_ = false;
   std::uint64_t idle_waits_ = 0;
   std::uint64_t posted_run_ = 0;
   std::uint64_t cross_sent_ = 0;

@@ -380,6 +380,38 @@ TEST_F(Handshake, ConnectRatePerAddress) {
   EXPECT_EQ(limited.counters().half_open_created, 6u);
 }
 
+// HostCore::shed_connects (a shard reading far behind its input): every CONNECT goes
+// unanswered and is counted while it is on; a handshake already answered still completes, and
+// the client that resends its CONNECT afterwards connects.
+TEST_F(Handshake, ShedConnectsLeavesConnectsUnansweredUntilItEnds) {
+  Client answered = client(0x0a000002, 40001, 31);
+  answered.peer = answered.core->connect(now_us, server_ep, 2, 7);
+  pump({&answered}, 1);  // its CONNECT in, VERIFY_CONNECT out; its ack not yet read
+  EXPECT_EQ(server.counters().cookies_sent, 1u);
+
+  server.shed_connects(true);
+  for (std::uint32_t i = 0; i < 20; ++i) {
+    server.on_datagram(now_us, Endpoint::v4(0x0a000100 + i, 5000), forged_connect(i));
+  }
+  EXPECT_EQ(server.counters().connects_shed, 20u);
+  EXPECT_EQ(server.counters().drops[Drop::connect_shed], 20u);
+  EXPECT_EQ(server.counters().half_open_created, 1u);
+  EXPECT_TRUE(drain(server, server_ep).empty()) << "a shed CONNECT was answered";
+  Client later = client(0x0a000003, 40002, 32);
+  later.peer = later.core->connect(now_us, server_ep, 2, 8);
+  pump({&answered, &later}, 1);  // the answered one's ack promotes it; the new CONNECT is shed
+  EXPECT_EQ(server.peer_count(), 1u);
+  EXPECT_EQ(server.counters().connects_shed, 21u);
+  EXPECT_FALSE(client_connected(later));
+
+  server.shed_connects(false);
+  now_us += 1'100'000;  // past the client's first retransmission of its CONNECT
+  pump({&answered, &later}, 3);
+  EXPECT_TRUE(client_connected(later));
+  EXPECT_EQ(server.peer_count(), 2u);
+  EXPECT_EQ(server.counters().connects_shed, 21u);
+}
+
 // HostConfig::connect_rate_per_prefix: many addresses of one /24 share a bucket.
 TEST_F(Handshake, ConnectRatePerPrefix) {
   HostConfig sc = server_config();

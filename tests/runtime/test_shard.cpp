@@ -8,6 +8,11 @@
 
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -317,6 +322,82 @@ TEST(Shard, PostRunsOnTheRequestedShardThread) {
   EXPECT_EQ(count.load(), 400);
   EXPECT_EQ(group.total().posted_run, 400u + group.size() * kRounds);
   EXPECT_FALSE(group.post(0, [](Shard&) {}));
+}
+
+// A shard far behind its input (its thread held while 30,000 CONNECTs queue in its socket)
+// leaves CONNECTs unanswered until it has read the backlog (HostCore::shed_connects), then
+// answers them again: a client connects afterwards.
+TEST(Shard, AShardFarBehindItsInputShedsConnectsUntilItCatchesUp) {
+  ShardGroupOptions o = echo_options(DriverKind::socket);
+  o.shards = 1;
+  o.pin = false;
+  o.socket_receive_buffer = 64 << 20;  // the backlog must queue, not be dropped by the kernel
+  ShardGroup group(o);
+  group.set_event_handler(echo_handler);
+  std::string error;
+  ASSERT_TRUE(group.start(error)) << error;
+  const Endpoint server = group.local_endpoint();
+
+  // A CONNECT as a client sends it, repeated from one source in another /24 than the client
+  // below (the per-source limits refuse most of them; those past the limit are still read).
+  proto::HostCore source{proto::HostConfig{}};
+  source.connect(1'000'000, server, 2, 0);
+  std::vector<proto::OutDatagram> out(4);
+  ASSERT_EQ(source.flush(1'000'000, out), 1u);
+  const auto connect = out[0].view();
+  const int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  from.sin_addr.s_addr = htonl(0x7f000909);  // 127.0.9.9
+  ASSERT_EQ(::bind(fd, reinterpret_cast<const sockaddr*>(&from), sizeof from), 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_addr.s_addr = htonl(0x7f000001);
+  to.sin_port = htons(server.port);
+
+  std::atomic<bool> holding{false}, release{false};
+  ASSERT_TRUE(group.post(0, [&](Shard&) {
+    holding = true;
+    while (!release) std::this_thread::sleep_for(1ms);
+  }));
+  ASSERT_TRUE(wait_until([&] { return holding.load(); }, 5000ms));
+  constexpr int kBacklog = 30'000;
+  int sent = 0;
+  for (int i = 0; i < kBacklog; ++i) {
+    sent += ::sendto(fd, connect.data(), connect.size(), 0, reinterpret_cast<const sockaddr*>(&to),
+                     sizeof to) == static_cast<ssize_t>(connect.size());
+  }
+  ::close(fd);
+  EXPECT_EQ(sent, kBacklog);
+  release = true;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        const ShardCounters c = group.counters(0);
+        return c.datagrams_in + c.rx_kernel_dropped >= static_cast<std::uint64_t>(kBacklog);
+      },
+      10000ms));
+  const ShardCounters behind = group.counters(0);
+  EXPECT_EQ(behind.rx_kernel_dropped, 0u) << "the backlog did not fit the socket buffer";
+  EXPECT_GT(behind.connects_shed, 0u) << "30,000 datagrams read without a break shed nothing";
+  EXPECT_LT(behind.connects_shed, static_cast<std::uint64_t>(kBacklog))
+      << "shed from the first receive on";
+
+  // Caught up: a new client's CONNECT is answered.
+  HostOptions ho;
+  auto client = Host::listen(ho, Endpoint::v4(0x7f000002u, 0), error);
+  ASSERT_NE(client, nullptr) << error;
+  const PeerHandle peer = client->connect(server, 1);
+  bool connected = false;
+  const auto deadline = Clock::now() + 5s;
+  while (!connected && Clock::now() < deadline) {
+    Event ev;
+    if (client->service(ev, 10ms)) connected = ev.type == EventType::connect;
+  }
+  EXPECT_TRUE(connected);
+  EXPECT_EQ(group.counters(0).connects_shed, behind.connects_shed);
+  client->disconnect_now(peer, 0);
+  EXPECT_TRUE(group.stop(5000ms));
 }
 
 TEST(Shard, PortZeroIsSharedAndStopWithoutPeersIsPrompt) {
