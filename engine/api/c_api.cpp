@@ -426,11 +426,16 @@ int tern_peer_send(tern_host* host, tern_peer peer, uint8_t channel, const void*
 int tern_peer_send_priority(tern_host* host, tern_peer peer, uint8_t channel, const void* data,
                             size_t length, uint32_t flags, tern_priority priority) {
   if (host == nullptr) return TERN_ERROR_INVALID_ARGUMENT;
-  if (priority < TERN_PRIORITY_IMMEDIATE || priority > TERN_PRIORITY_LOW) {
+  // A C caller may pass any int here, and in C++ a value outside the enumerators is no
+  // tern_priority at all: its bytes are read as the integer they are, then checked.
+  std::underlying_type_t<tern_priority> raw;
+  std::memcpy(&raw, &priority, sizeof raw);
+  if (raw < TERN_PRIORITY_IMMEDIATE || raw > TERN_PRIORITY_LOW) {
     set_error(host, "send: unknown priority");
     return TERN_ERROR_INVALID_ARGUMENT;
   }
-  return send_at(host, peer, channel, data, length, flags, &priority);
+  const auto checked = static_cast<tern_priority>(raw);
+  return send_at(host, peer, channel, data, length, flags, &checked);
 }
 
 int tern_peer_send_with_receipt(tern_host* host, tern_peer peer, uint8_t channel, const void* data,
