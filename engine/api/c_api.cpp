@@ -33,6 +33,16 @@ static_assert(sizeof(tern::Endpoint::addr) == sizeof(tern_address::addr));
 
 constexpr std::size_t kErrorReserve = 256;
 
+// A C caller may store any int where tern.h names an enum, and in C++ a value outside the
+// enumerators is no value of the enum at all: its bytes are read as the integer they are,
+// and only then checked.
+template <typename Enum>
+std::underlying_type_t<Enum> c_enum_value(const Enum& e) {
+  std::underlying_type_t<Enum> raw;
+  std::memcpy(&raw, &e, sizeof raw);
+  return raw;
+}
+
 void set_error(const tern_host* host, std::string_view why) {
   if (host == nullptr) return;
   auto& text = const_cast<tern_host*>(host)->last_error;
@@ -151,12 +161,26 @@ tern::HostOptions to_cpp(const tern_host_options& o) {
     r.options.cc_express = c.cc_express != 0;
     r.options.congestion_window = c.congestion_window != 0;
     r.options.delivery_modes = c.delivery_modes != 0;
-    r.options.priority = c.priority >= TERN_PRIORITY_IMMEDIATE && c.priority <= TERN_PRIORITY_LOW
-                             ? static_cast<tern::Priority>(c.priority)
-                             : tern::Priority::medium;
+    r.options.priority = static_cast<tern::Priority>(c_enum_value(c.priority));  // rules_valid
     h.channel_options.push_back(r);
   }
   return h;
+}
+
+// What to_cpp takes on trust in the channel rules: false with the reason.
+bool rules_valid(const tern_host_options& o, std::string& why) {
+  if (o.channel_option_count > TERN_MAX_CHANNEL_RULES) {
+    why = "channel_option_count: more than TERN_MAX_CHANNEL_RULES";
+    return false;
+  }
+  for (std::size_t i = 0; i < o.channel_option_count; ++i) {
+    const auto priority = c_enum_value(o.channel_options[i].priority);
+    if (priority < TERN_PRIORITY_IMMEDIATE || priority > TERN_PRIORITY_LOW) {
+      why = "channel_options[" + std::to_string(i) + "].priority: not a tern_priority";
+      return false;
+    }
+  }
+  return true;
 }
 
 // The secure-session fields of the options, which name files and an address: false with the
@@ -270,6 +294,8 @@ static_assert(static_cast<int>(tern::EventType::disconnect) == TERN_EVENT_DISCON
 static_assert(static_cast<int>(tern::EventType::receipt) == TERN_EVENT_RECEIPT);
 static_assert(static_cast<int>(tern::EventType::block_refused) == TERN_EVENT_BLOCK_REFUSED);
 static_assert(static_cast<int>(tern::DisconnectReason::evicted) == TERN_REASON_EVICTED);
+static_assert(static_cast<int>(tern::DisconnectReason::protocol_error) ==
+              TERN_REASON_PROTOCOL_ERROR);
 static_assert(static_cast<int>(tern::PeerState::zombie) == TERN_PEER_ZOMBIE);
 static_assert(static_cast<int>(tern::Priority::immediate) == TERN_PRIORITY_IMMEDIATE);
 static_assert(static_cast<int>(tern::Priority::low) == TERN_PRIORITY_LOW);
@@ -319,8 +345,12 @@ tern_host* tern_host_create(const tern_host_options* options, const char* bind, 
       return nullptr;
     }
     const tern_host_options& o = options != nullptr ? *options : tern_host_options_default();
-    tern::HostOptions cpp = to_cpp(o);
     std::string why;
+    if (!rules_valid(o, why)) {
+      write_text(error, error_size, why);
+      return nullptr;
+    }
+    tern::HostOptions cpp = to_cpp(o);
     if (!secure_options(o, cpp, why)) {
       write_text(error, error_size, why);
       return nullptr;
@@ -426,10 +456,7 @@ int tern_peer_send(tern_host* host, tern_peer peer, uint8_t channel, const void*
 int tern_peer_send_priority(tern_host* host, tern_peer peer, uint8_t channel, const void* data,
                             size_t length, uint32_t flags, tern_priority priority) {
   if (host == nullptr) return TERN_ERROR_INVALID_ARGUMENT;
-  // A C caller may pass any int here, and in C++ a value outside the enumerators is no
-  // tern_priority at all: its bytes are read as the integer they are, then checked.
-  std::underlying_type_t<tern_priority> raw;
-  std::memcpy(&raw, &priority, sizeof raw);
+  const auto raw = c_enum_value(priority);
   if (raw < TERN_PRIORITY_IMMEDIATE || raw > TERN_PRIORITY_LOW) {
     set_error(host, "send: unknown priority");
     return TERN_ERROR_INVALID_ARGUMENT;

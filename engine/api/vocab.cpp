@@ -80,6 +80,7 @@ const char* to_string(DisconnectReason r) {
     case DisconnectReason::refused: return "refused";
     case DisconnectReason::replaced: return "replaced";
     case DisconnectReason::evicted: return "evicted";
+    case DisconnectReason::protocol_error: return "protocol_error";
   }
   return "unknown";
 }

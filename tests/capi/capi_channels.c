@@ -80,6 +80,22 @@ int main(void) {
             c.delivery_modes == 1 && c.priority == TERN_PRIORITY_MEDIUM,
         "channel option defaults");
 
+  /* A rule's priority outside the enumerators, or more rules than there is room for, is
+   * refused by name. */
+  tern_host_options bad = tern_host_options_default();
+  bad.channel_options[0] = tern_channel_options_default();
+  bad.channel_options[0].channels[0] = 1u;
+  bad.channel_options[0].priority = (tern_priority)9;
+  bad.channel_option_count = 1;
+  CHECK(tern_host_create(&bad, "127.0.0.1:0", err, sizeof err) == NULL &&
+            strstr(err, "channel_options[0].priority") != NULL,
+        "unknown priority accepted (%s)", err);
+  bad.channel_options[0].priority = TERN_PRIORITY_LOW;
+  bad.channel_option_count = TERN_MAX_CHANNEL_RULES + 1;
+  CHECK(tern_host_create(&bad, "127.0.0.1:0", err, sizeof err) == NULL &&
+            strstr(err, "channel_option_count") != NULL,
+        "too many rules accepted (%s)", err);
+
   tern_host* server = tern_host_create(NULL, "127.0.0.1:0", err, sizeof err);
   CHECK(server != NULL, "%s", err);
 

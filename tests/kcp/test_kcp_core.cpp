@@ -311,6 +311,45 @@ TEST(KcpCore, MalformedInputIsCountedAndDropped) {
   EXPECT_EQ(events[1].payload().size(), hello.size());
 }
 
+// Fragments of a message are acknowledged as they arrive; a sender that then breaks the
+// countdown leaves them unable to complete. The session ends with a reason instead of going
+// on with a hole in its stream, and its next segments do not reopen it.
+TEST(KcpCore, ABrokenFragmentCountdownEndsTheSessionWithAReason) {
+  KcpCore core(KcpConfig{});
+  const Endpoint from = Endpoint::v4(0x7f000001, 1234);
+  const std::vector<std::byte> whole(5, std::byte{1});
+  const std::vector<std::byte> part(3, std::byte{2});
+  auto feed = [&](const std::vector<std::byte>& d) { core.on_datagram(1000, from, d); };
+  const auto& drops = core.counters().drops;
+
+  feed(segment(7, kCmdPush, 0, 32, 0, 0, 0, whole));  // a whole message
+  feed(segment(7, kCmdPush, 2, 32, 0, 1, 0, part));   // first of three
+  feed(segment(7, kCmdPush, 1, 32, 0, 2, 0, part));   // second of three
+  EXPECT_EQ(core.session_count(), 1u);
+  EXPECT_EQ(drops[KcpDrop::bad_fragment], 0u);
+  feed(segment(7, kCmdPush, 1, 32, 0, 3, 0, part));  // "second" again: the count is broken
+  EXPECT_EQ(drops[KcpDrop::bad_fragment], 1u);
+  EXPECT_EQ(core.counters().protocol_errors, 1u);
+  EXPECT_EQ(core.session_count(), 0u);
+
+  Event ev;
+  std::vector<Event> events;
+  while (core.poll_event(ev)) events.push_back(std::move(ev));
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[0].type, EventType::connect);
+  EXPECT_EQ(events[1].type, EventType::receive);
+  EXPECT_EQ(events[1].payload().size(), whole.size());
+  EXPECT_EQ(events[2].type, EventType::disconnect);
+  EXPECT_EQ(events[2].reason, DisconnectReason::protocol_error);
+
+  // The sender carries on (it never hears of the end); it opens no new session.
+  feed(segment(7, kCmdPush, 0, 32, 0, 4, 0, whole));
+  feed(segment(7, kCmdPush, 0, 32, 0, 0, 0, whole));
+  EXPECT_EQ(core.session_count(), 0u);
+  EXPECT_EQ(drops[KcpDrop::refused], 2u);
+  EXPECT_FALSE(core.poll_event(ev));
+}
+
 TEST(KcpCore, AcceptsFecDataShards) {
   KcpCore core(KcpConfig{});
   const Endpoint from = Endpoint::v4(0x7f000001, 1234);

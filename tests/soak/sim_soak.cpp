@@ -262,6 +262,10 @@ void Round::on_end(Conn& c, bool at_client, const Event& ev) {
     case DisconnectReason::evicted:
       // Dropped to keep this host under its memory cap: legitimate under any traffic.
       break;
+    case DisconnectReason::protocol_error:
+      // Only a KCP sender can cause it; the soak's peers speak ENet.
+      fail(who + ": protocol_error between ENet peers");
+      break;
     case DisconnectReason::refused:
       if (side.up) fail(who + ": refused after the connection was up");
       break;

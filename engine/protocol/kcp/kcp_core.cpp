@@ -139,6 +139,9 @@ struct Session {
   bool announced = false;  // connect event emitted
   bool fec_seen = false;
   bool dirty = false;
+  // The sender broke its fragment countdown: fragments we acknowledged can never complete a
+  // message, so the session ends (end_if_broken) rather than deliver with a hole.
+  bool broken = false;
   Session* dirty_next = nullptr;
 
   std::uint32_t snd_una = 0, snd_nxt = 0, rcv_nxt = 0;
@@ -439,6 +442,7 @@ struct KcpCore::Impl {
     s->last_recv_ms = now_ms;
     announce(*s);
     input(*s, in);
+    if (end_if_broken(*s)) return;
     mark_dirty(*s);
   }
 
@@ -597,15 +601,12 @@ struct KcpCore::Impl {
 
   // In order: a message's fragments count frg down to 0.
   void collect(Session& s, Seg* g) {
-    if (s.pending.tail != nullptr && s.pending.tail->frg != 0 &&
-        g->frg + 1u != s.pending.tail->frg) {
-      // The sender broke its own countdown: the message being collected can never complete.
-      drop(KcpDrop::bad_fragment);
-      while (s.pending.tail != nullptr && s.pending.tail->frg != 0) {
-        Seg* t = s.pending.tail;
-        s.pending.remove(t);
-        pool.give(t);
-      }
+    if (s.broken || (s.pending.tail != nullptr && s.pending.tail->frg != 0 &&
+                     g->frg + 1u != s.pending.tail->frg)) {
+      if (!s.broken) drop(KcpDrop::bad_fragment);
+      s.broken = true;
+      pool.give(g);
+      return;
     }
     s.pending.push_back(g);
     if (g->frg == 0) ++s.complete;
@@ -637,6 +638,17 @@ struct KcpCore::Impl {
     }
     s.intake_messages -= 1;
     s.intake_bytes -= size;
+    return true;
+  }
+
+  // A broken session ends with a reason, after whatever it completed before the break, and
+  // stays refused for a while so that its next segments do not open a fresh session with a
+  // hole at its start. True: `s` is gone.
+  bool end_if_broken(Session& s) {
+    if (!s.broken) return false;
+    ++counters.protocol_errors;
+    remember_refused(s);
+    close(s, DisconnectReason::protocol_error);
     return true;
   }
 
@@ -888,6 +900,7 @@ struct KcpCore::Impl {
       if (s.rate_wait && s.rate_ready_ms <= now_ms) {
         s.rate_wait = false;
         release(s, true);
+        if (end_if_broken(s)) return;
       }
       mark_dirty(s);
     });
@@ -996,6 +1009,7 @@ void KcpCore::hold(PeerHandle session, bool held) {
     return;
   }
   m.release(*s, true);
+  m.end_if_broken(*s);
 }
 
 bool KcpCore::held(PeerHandle session) const {

@@ -128,6 +128,7 @@ struct KcpCounters {
   std::uint64_t sessions_closed = 0;
   std::uint64_t dead_links = 0;
   std::uint64_t idle_timeouts = 0;
+  std::uint64_t protocol_errors = 0;  // sessions ended for a broken fragment countdown
   std::uint64_t retransmits = 0;
   std::uint64_t fast_retransmits = 0;
   std::uint64_t acks_out = 0;

@@ -103,12 +103,13 @@ typedef enum tern_event_type {
 
 typedef enum tern_disconnect_reason {
   TERN_REASON_NONE = 0,
-  TERN_REASON_REMOTE = 1,   /* the other side disconnected */
-  TERN_REASON_LOCAL = 2,    /* this side's tern_peer_disconnect(_later) completed */
-  TERN_REASON_TIMEOUT = 3,  /* the peer stopped answering (or never answered a connect) */
-  TERN_REASON_REFUSED = 4,  /* the handshake failed */
-  TERN_REASON_REPLACED = 5, /* a new connection from the same address superseded this one */
-  TERN_REASON_EVICTED = 6   /* dropped to keep buffered data under the host's memory cap */
+  TERN_REASON_REMOTE = 1,        /* the other side disconnected */
+  TERN_REASON_LOCAL = 2,         /* this side's tern_peer_disconnect(_later) completed */
+  TERN_REASON_TIMEOUT = 3,       /* the peer stopped answering (or never answered a connect) */
+  TERN_REASON_REFUSED = 4,       /* the handshake failed */
+  TERN_REASON_REPLACED = 5,      /* a new connection from the same address superseded this one */
+  TERN_REASON_EVICTED = 6,       /* dropped to keep buffered data under the host's memory cap */
+  TERN_REASON_PROTOCOL_ERROR = 7 /* the peer broke the protocol, stranding acknowledged data */
 } tern_disconnect_reason;
 
 /* ENet's peer states, in ENet's order. */
@@ -151,7 +152,8 @@ typedef struct tern_channel_options {
   int cc_express;         /* 0: small messages are scheduled and paced as bulk */
   int congestion_window;  /* 0: not held to the window regrowing after a stall */
   int delivery_modes;     /* 0: RELIABLE_UNORDERED/_SEQUENCED go as RELIABLE */
-  /* tern_peer_send's and tern_peer_send_with_receipt's level (IMMEDIATE is taken as HIGH). */
+  /* tern_peer_send's and tern_peer_send_with_receipt's level (IMMEDIATE is taken as HIGH);
+   * tern_host_create refuses a value that is not a tern_priority. */
   tern_priority priority;
 } tern_channel_options;
 
@@ -214,7 +216,7 @@ typedef struct tern_host_options {
   uint32_t half_open_timeout_ms;
   /* Per-channel switches, applied in order (a channel named by several takes the last). */
   tern_channel_options channel_options[TERN_MAX_CHANNEL_RULES];
-  size_t channel_option_count;
+  size_t channel_option_count; /* at most TERN_MAX_CHANNEL_RULES */
 
   /* Secure sessions, as a listener (see "Secure sessions" below): the policy (tern_security,
    * TERN_SECURITY_PLAIN by default); the key file whose tokens are accepted (tern-token

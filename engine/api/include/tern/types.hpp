@@ -70,6 +70,9 @@ enum class DisconnectReason : std::uint8_t {
   refused,   // the handshake failed (bad parameters, peer limit on the other side)
   replaced,  // a new connection from the same address superseded this one
   evicted,   // this host dropped the connection to keep buffered data under its memory cap
+  // The peer broke the protocol in a way that strands data this host already acknowledged
+  // (a KCP sender breaking its own fragment countdown): ended rather than left with a hole.
+  protocol_error,
 };
 
 const char* to_string(DisconnectReason r);
