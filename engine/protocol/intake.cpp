@@ -8,24 +8,7 @@ namespace tern::proto {
 // message of `bytes`, which they then do.
 inline bool HostCore::Impl::meter(Peer& p, std::size_t bytes) {
   if (config.intake_rate == 0 && config.intake_bandwidth == 0) return true;
-  PeerExtra& e = extra(p);
-  const double rate = config.intake_rate;
-  const double bandwidth = config.intake_bandwidth;
-  if (e.intake_filled_ms == 0) {
-    e.intake_messages = rate;
-    e.intake_bytes = bandwidth;
-  } else {
-    const double seconds = static_cast<double>(now_ms - e.intake_filled_ms) / 1000.0;
-    e.intake_messages = std::min(rate, e.intake_messages + seconds * rate);
-    e.intake_bytes = std::min(bandwidth, e.intake_bytes + seconds * bandwidth);
-  }
-  e.intake_filled_ms = std::max<std::uint64_t>(now_ms, 1);
-  const auto size = static_cast<double>(bytes);
-  if (rate != 0 && e.intake_messages < 1) return false;
-  if (bandwidth != 0 && e.intake_bytes < std::min(size, bandwidth)) return false;
-  e.intake_messages -= 1;
-  e.intake_bytes -= size;
-  return true;
+  return extra(p).intake.take(now_ms, config.intake_rate, config.intake_bandwidth, bytes);
 }
 
 // A new reliable command from a peer whose intake is held: kept, neither delivered nor

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "host_core.hpp"
+#include "intake_buckets.hpp"
 #include "intrusive.hpp"
 #include "timer_wheel.hpp"
 #include "wire.hpp"
@@ -395,11 +396,7 @@ struct PeerExtra {
   std::uint32_t incoming_bandwidth = 0;
   std::uint32_t outgoing_bandwidth = 0;
   std::uint32_t withheld = 0;  // reliable commands taken but not acknowledged (hold_intake)
-  // HostConfig::intake_rate and intake_bandwidth: the buckets, and when they were last filled
-  // (0: never, they start full).
-  double intake_messages = 0;
-  double intake_bytes = 0;
-  std::uint64_t intake_filled_ms = 0;
+  IntakeBuckets intake;        // HostConfig::intake_rate and intake_bandwidth
   std::array<std::uint32_t, kStatCount> stat_high{};
   // HostConfig::redundancy, taken when it is agreed (Peer has no room left): the loss this
   // connection measures (scaled by 65536, a moving average of per-command samples) and the

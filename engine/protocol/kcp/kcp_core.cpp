@@ -1,6 +1,7 @@
 #include "kcp_core.hpp"
 
 #include "../event_ring.hpp"
+#include "../intake_buckets.hpp"
 #include "fec.hpp"
 #include "mix.hpp"
 #include "peer_table.hpp"
@@ -158,8 +159,7 @@ struct Session {
   bool held = false;
   bool rate_wait = false;
   std::uint32_t complete = 0;  // whole messages in `pending`
-  double intake_messages = 0, intake_bytes = 0;
-  std::uint64_t intake_filled_ms = 0;
+  IntakeBuckets intake;
   std::uint64_t rate_ready_ms = 0;
 
   // pending: segments received in order and not yet delivered: whole messages waiting for
@@ -612,33 +612,15 @@ struct KcpCore::Impl {
     if (g->frg == 0) ++s.complete;
   }
 
-  // HostCore's intake buckets (engine/protocol/intake.cpp), per session. False: the message
-  // waits, and rate_ready_ms says when the buckets will have refilled enough.
+  // The intake buckets, per session. False: the message waits, and rate_ready_ms says when
+  // the buckets will have refilled enough.
   bool meter(Session& s, std::size_t bytes) {
     if (cfg.intake_rate == 0 && cfg.intake_bandwidth == 0) return true;
     const double rate = cfg.intake_rate;
     const double bandwidth = cfg.intake_bandwidth;
-    if (s.intake_filled_ms == 0) {
-      s.intake_messages = rate;
-      s.intake_bytes = bandwidth;
-    } else {
-      const double seconds = static_cast<double>(now_ms - s.intake_filled_ms) / 1000.0;
-      s.intake_messages = std::min(rate, s.intake_messages + seconds * rate);
-      s.intake_bytes = std::min(bandwidth, s.intake_bytes + seconds * bandwidth);
-    }
-    s.intake_filled_ms = std::max<std::uint64_t>(now_ms, 1);
-    const double size = static_cast<double>(bytes);
-    double wait_s = 0;
-    if (rate != 0 && s.intake_messages < 1) wait_s = (1 - s.intake_messages) / rate;
-    if (bandwidth != 0 && s.intake_bytes < std::min(size, bandwidth))
-      wait_s = std::max(wait_s, (std::min(size, bandwidth) - s.intake_bytes) / bandwidth);
-    if (wait_s > 0) {
-      s.rate_ready_ms = now_ms + static_cast<std::uint64_t>(wait_s * 1000.0) + 1;
-      return false;
-    }
-    s.intake_messages -= 1;
-    s.intake_bytes -= size;
-    return true;
+    if (s.intake.take(now_ms, rate, bandwidth, bytes)) return true;
+    s.rate_ready_ms = now_ms + s.intake.ms_until_ready(rate, bandwidth, bytes);
+    return false;
   }
 
   // A broken session ends with a reason, after whatever it completed before the break, and
