@@ -419,27 +419,44 @@ inline Handled HostCore::Impl::handle_block_slice(Peer& p, const Command& cmd, A
   return Handled::ok;
 }
 
+// A receiver's answer about a block we are sending (its ack, its refusal), `size` bytes: the
+// ID, a zero and a u32 (an ack's base, a refusal's cap), read from `r`. No block when the
+// answer is malformed or not agreed (arrival.why says which) or names none in flight: late,
+// for a block already ended or never sent, counted as an unexpected ack.
+inline HostCore::Impl::BlockAnswer HostCore::Impl::block_answer(Peer& p, const Command& cmd,
+                                                                std::size_t size, Reader& r,
+                                                                Arrival& arrival) {
+  BlockAnswer answer;
+  if (!p.blocks || cmd.payload.size() != size) {
+    arrival.why = !p.blocks ? Drop::extension_not_agreed : Drop::block_malformed;
+    answer.handled = Handled::stop;
+    return answer;
+  }
+  std::uint16_t id = 0, zero = 0;
+  r.read_u16(id);
+  r.read_u16(zero);
+  r.read_u32(answer.value);
+  OutBlock* o = block_out(p, cmd.channel_id);
+  if (o == nullptr || o->id != id) {
+    counters.drops.add(Drop::unexpected_ack);
+    return answer;
+  }
+  answer.block = o;
+  return answer;
+}
+
 // The receiver's ack of a block we are sending: everything below `base`, and the slices its
 // field names after it.
 inline Handled HostCore::Impl::handle_block_ack(Peer& p, const Command& cmd, Arrival& arrival) {
+  Reader r(cmd.payload);
+  const BlockAnswer answer = block_answer(p, cmd, kBlockAckData, r, arrival);
+  OutBlock* o = answer.block;
+  if (o == nullptr) return answer.handled;
+  const std::uint32_t base = answer.value;
   auto refuse = [&](Drop why) {
     arrival.why = why;
     return Handled::stop;
   };
-  if (!p.blocks) return refuse(Drop::extension_not_agreed);
-  if (cmd.payload.size() != kBlockAckData) return refuse(Drop::block_malformed);
-  Reader r(cmd.payload);
-  std::uint16_t id = 0, zero = 0;
-  std::uint32_t base = 0;
-  r.read_u16(id);
-  r.read_u16(zero);
-  r.read_u32(base);
-  OutBlock* o = block_out(p, cmd.channel_id);
-  if (o == nullptr || o->id != id) {
-    // Late: for a block already wholly acknowledged (or never sent).
-    counters.drops.add(Drop::unexpected_ack);
-    return Handled::ok;
-  }
   std::uint32_t field = 0;
   r.read_u32(field);
   if (base > o->count || (base < o->count && field <= base)) {
@@ -578,26 +595,19 @@ inline void HostCore::Impl::write_block_refusals(Peer& p, Build& b) {
 // block ends here, with an event naming that cap, and send_block to this peer refuses
 // anything larger from now on (too_large) instead of sending it.
 inline Handled HostCore::Impl::handle_block_refused(Peer& p, const Command& cmd, Arrival& arrival) {
-  auto refuse = [&](Drop why) {
-    arrival.why = why;
+  if (p.blocks && !p.connected_like()) {
+    arrival.why = Drop::wrong_state;
     return Handled::stop;
-  };
-  if (!p.blocks) return refuse(Drop::extension_not_agreed);
-  if (!p.connected_like()) return refuse(Drop::wrong_state);
-  if (cmd.payload.size() != kBlockRefusedData) return refuse(Drop::block_malformed);
-  Reader r(cmd.payload);
-  std::uint16_t id = 0, zero = 0;
-  std::uint32_t cap = 0;
-  r.read_u16(id);
-  r.read_u16(zero);
-  r.read_u32(cap);
-  OutBlock* o = block_out(p, cmd.channel_id);
-  if (o == nullptr || o->id != id) {
-    // Late: a repeat for a block already ended (or never sent).
-    counters.drops.add(Drop::unexpected_ack);
-    return Handled::ok;
   }
-  if (o->data.size() <= cap) return refuse(Drop::block_malformed);  // it fits what it names
+  Reader r(cmd.payload);
+  const BlockAnswer answer = block_answer(p, cmd, kBlockRefusedData, r, arrival);
+  OutBlock* o = answer.block;
+  if (o == nullptr) return answer.handled;
+  const std::uint32_t cap = answer.value;
+  if (o->data.size() <= cap) {  // it fits what it names
+    arrival.why = Drop::block_malformed;
+    return Handled::stop;
+  }
   BlockState& s = *p.extra->blocks;
   s.peer_cap = cap;
   const std::uint8_t channel = o->channel;

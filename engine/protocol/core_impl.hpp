@@ -650,6 +650,13 @@ struct HostCore::Impl {
   Handled handle_block_slice(Peer& p, const Command& cmd, Arrival& arrival);
   Handled handle_block_ack(Peer& p, const Command& cmd, Arrival& arrival);
   Handled handle_block_refused(Peer& p, const Command& cmd, Arrival& arrival);
+  struct BlockAnswer {
+    OutBlock* block = nullptr;  // null: return `handled`
+    std::uint32_t value = 0;
+    Handled handled = Handled::ok;
+  };
+  BlockAnswer block_answer(Peer& p, const Command& cmd, std::size_t size, Reader& r,
+                           Arrival& arrival);
   std::uint32_t block_cap() const;
   void owe_block_refusal(Peer& p, std::uint8_t channel, std::uint16_t id);
   void write_block_refusals(Peer& p, Build& b);
