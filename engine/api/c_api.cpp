@@ -287,6 +287,25 @@ int send_at(tern_host* host, tern_peer peer, uint8_t channel, const void* data, 
   }
 }
 
+// A connect's result for C: the peer, or an invalid one with the reason in the host's error.
+template <typename Connect>
+tern_peer connect_with(tern_host* host, Connect&& connect) {
+  try {
+    const tern::PeerHandle p = connect();
+    if (!p.valid()) {
+      set_error(host, "connect: the peer limit is reached");
+    } else {
+      clear_error(host);
+    }
+    return to_c(p);
+  } catch (const std::bad_alloc&) {
+    set_error(host, "connect: out of memory");
+  } catch (...) {
+    set_error(host, "connect: failed");
+  }
+  return to_c(tern::PeerHandle{});
+}
+
 }  // namespace
 
 static_assert(static_cast<int>(tern::EventType::receive) == TERN_EVENT_RECEIVE);
@@ -390,20 +409,8 @@ tern_peer tern_host_connect(tern_host* host, const tern_address* address, size_t
     set_error(host, "connect: no address, or a channel count outside 1..255");
     return invalid;
   }
-  try {
-    const tern::PeerHandle p = host->host->connect(to_cpp(*address), channel_count, user_data);
-    if (!p.valid()) {
-      set_error(host, "connect: the peer limit is reached");
-    } else {
-      clear_error(host);
-    }
-    return to_c(p);
-  } catch (const std::bad_alloc&) {
-    set_error(host, "connect: out of memory");
-  } catch (...) {
-    set_error(host, "connect: failed");
-  }
-  return invalid;
+  return connect_with(
+      host, [&] { return host->host->connect(to_cpp(*address), channel_count, user_data); });
 }
 
 int tern_host_service(tern_host* host, tern_event* event, uint32_t timeout_ms) {
@@ -640,25 +647,13 @@ tern_peer tern_host_connect_secure(tern_host* host, const tern_address* address,
     set_error(host, "connect: no address or token, or a channel count outside 1..255");
     return invalid;
   }
-  try {
+  return connect_with(host, [&] {
     tern::ConnectToken t;
     t.sealed.assign(token->sealed, token->sealed + sizeof token->sealed);
     std::memcpy(t.client_to_server.data(), token->client_to_server, 32);
     std::memcpy(t.server_to_client.data(), token->server_to_client, 32);
-    const tern::PeerHandle p =
-        host->host->connect_secure(to_cpp(*address), channel_count, user_data, t);
-    if (!p.valid()) {
-      set_error(host, "connect: the peer limit is reached");
-    } else {
-      clear_error(host);
-    }
-    return to_c(p);
-  } catch (const std::bad_alloc&) {
-    set_error(host, "connect: out of memory");
-  } catch (...) {
-    set_error(host, "connect: failed");
-  }
-  return invalid;
+    return host->host->connect_secure(to_cpp(*address), channel_count, user_data, t);
+  });
 }
 
 int tern_peer_secure(const tern_host* host, tern_peer peer) {
