@@ -211,21 +211,9 @@ inline std::size_t HostCore::Impl::flush(std::uint64_t now_us, std::span<OutData
   now_ms = now_us / 1000;
   this->now_us = now_us;
   releases.flush();
-  std::size_t n = 0;
-  while (!farewells.empty() && n < out.size()) {
-    const Farewell& f = farewells.back();
-    out[n].to = f.to;
-    out[n].offset = 0;
-    out[n].size = f.size;
-    std::memcpy(out[n].bytes.data(), f.bytes.data(), f.size);
-    ++n;
-    ++counters.datagrams_out;
-    counters.bytes_out += f.size;
-    farewells.pop_back();
-  }
-  n += flush_discovery(out.subspan(n));
   fire_timers();
   bandwidth_throttle();
+  std::size_t n = 0;
   while (dirty_cursor < dirty.size()) {
     prefetch_dirty(dirty_cursor);
     const std::uint32_t slot = dirty[dirty_cursor];
@@ -253,6 +241,20 @@ inline std::size_t HostCore::Impl::flush(std::uint64_t now_us, std::span<OutData
   }
   dirty.clear();
   dirty_cursor = 0;
+  // Replies to sources without a peer after the peers' own datagrams: under a connect flood
+  // they are most of the batch, and established peers' traffic should not wait behind them.
+  while (!farewells.empty() && n < out.size()) {
+    const Farewell& f = farewells.back();
+    out[n].to = f.to;
+    out[n].offset = 0;
+    out[n].size = f.size;
+    std::memcpy(out[n].bytes.data(), f.bytes.data(), f.size);
+    ++n;
+    ++counters.datagrams_out;
+    counters.bytes_out += f.size;
+    farewells.pop_back();
+  }
+  n += flush_discovery(out.subspan(n));
   return n;
 }
 
