@@ -93,6 +93,36 @@ def unavailable(build, name):
     return None
 
 
+def memif_relay_config():
+    """A tern-relay config for the server end of MEMIF_SOCK. The gateway is the load
+    generator: forged sources off the link are answered through it (as through a router),
+    one ARP entry for all of them."""
+    if os.path.exists(MEMIF_SOCK):
+        os.unlink(MEMIF_SOCK)
+    conf = MEMIF_SOCK + ".toml"
+    with open(conf, "w") as f:
+        f.write(f'[dpdk]\nport = "net_memif0,role=server,socket={MEMIF_SOCK}"\n'
+                f'ip = "{MEMIF_RELAY_IP}/24"\ngateway = "{MEMIF_CLIENT_IP}"\nmbufs = 16383\n')
+    return conf
+
+
+def start_on_cpu0(cmd, what):
+    """A relay on CPU 0 in its own session, once it says "relaying" (DPDK's and the port's
+    lines come first): the process and that line."""
+    p = subprocess.Popen(["taskset", "-c", "0"] + cmd, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    line = p.stdout.readline()
+    for _ in range(20):
+        if line.startswith("relaying") or not line:
+            break
+        line = p.stdout.readline()
+    if not line.startswith("relaying"):
+        p.kill()
+        p.wait()
+        raise RuntimeError(f"{what} did not start: {line!r}")
+    return p, line
+
+
 def start_relay(build, name, peers, tern_config=None):
     port = free_port()
     target = f"127.0.0.1:{port}"
@@ -101,14 +131,7 @@ def start_relay(build, name, peers, tern_config=None):
         cmd = [os.path.join(build, "perf/reference/enet-relay"), "--listen", target,
                "--peers", str(peers), "--quiet"]
     elif name == "tern-memif":
-        # The gateway is the load generator: the forged sources are off the link, and the
-        # relay's answers to them go there (as to a router), one ARP entry for all of them.
-        if os.path.exists(MEMIF_SOCK):
-            os.unlink(MEMIF_SOCK)
-        dpdk_conf = MEMIF_SOCK + ".toml"
-        with open(dpdk_conf, "w") as f:
-            f.write(f'[dpdk]\nport = "net_memif0,role=server,socket={MEMIF_SOCK}"\n'
-                    f'ip = "{MEMIF_RELAY_IP}/24"\ngateway = "{MEMIF_CLIENT_IP}"\nmbufs = 16383\n')
+        dpdk_conf = memif_relay_config()
         metrics = f"127.0.0.1:{free_port()}"
         target = f"{MEMIF_RELAY_IP}:{port}"
         cmd = [os.path.join(build, "apps/relay/tern-relay"), "--listen", f"0.0.0.0:{port}",
@@ -122,16 +145,7 @@ def start_relay(build, name, peers, tern_config=None):
                "--pin", "off", "--driver", "socket", "--peers", str(peers), "--metrics", metrics]
         if tern_config:
             cmd[1:1] = ["--config", tern_config]
-    p = subprocess.Popen(["taskset", "-c", "0"] + cmd, stdout=subprocess.PIPE,
-                         stderr=subprocess.DEVNULL, text=True, start_new_session=True)
-    line = p.stdout.readline()
-    for _ in range(20):  # DPDK's and the port's lines come first
-        if line.startswith("relaying") or not line:
-            break
-        line = p.stdout.readline()
-    if not line.startswith("relaying"):
-        p.kill()
-        raise RuntimeError(f"{name} did not start: {line!r}")
+    p, _ = start_on_cpu0(cmd, name)
     lines = []
     threading.Thread(target=lambda: lines.extend(p.stdout), daemon=True).start()
     return p, target, metrics, lines
@@ -168,6 +182,103 @@ def loadgen_client_args(name):
     return []
 
 
+class Established:
+    """tern-loadgen on CPU 1 playing the established clients (and whatever `extra` adds);
+    notes when they have all connected, and reads its JSON result at the end."""
+
+    def __init__(self, build, name, target, a, duration, extra=()):
+        self.name, self.duration = name, duration
+        self.out_json = f"/tmp/connect-flood-{os.getpid()}-{name}.json"
+        cmd = ["taskset", "-c", "1", os.path.join(build, "apps/loadgen/tern-loadgen"),
+               "--target", target, "--clients", str(a.clients), "--rate", str(a.rate),
+               "--room-size", "8", "--warmup", "1", "--duration", str(duration),
+               "--per-second", "--timeout-ms", "30000", "--json", self.out_json] + list(extra)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True, start_new_session=True)
+        self.connected_at = []
+        self.lines = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            if line.startswith("connected ") and not self.connected_at:
+                self.connected_at.append(time.monotonic())
+            self.lines.append(line)
+
+    def wait_connected(self):
+        limit = time.monotonic() + 40
+        while not self.connected_at and time.monotonic() < limit and self.proc.poll() is None:
+            time.sleep(0.01)
+        if not self.connected_at:
+            raise RuntimeError(f"{self.name}: the established clients did not connect: "
+                               + "".join(self.lines[-5:]))
+        return self.connected_at[0]
+
+    def wait_done(self):
+        self.proc.wait(timeout=self.duration + 60)
+        self.reader.join(timeout=10)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            stop(self.proc)
+
+    def result(self):
+        if not os.path.exists(self.out_json):
+            raise RuntimeError(f"{self.name}: tern-loadgen wrote no result (exit "
+                               f"{self.proc.returncode}): " + "".join(self.lines[-5:]))
+        with open(self.out_json) as f:
+            res = json.load(f)
+        os.unlink(self.out_json)
+        return res
+
+
+def established_p99(res, flood_s):
+    """The established clients' p99 before the flood (median of its per-second p99s) and
+    during it (median over the flood's seconds but its first, and the worst of them)."""
+    secs = res.get("per_second", [])
+    quiet = [s["p99_us"] / 1000 for s in secs if s["t"] < BASE_SECONDS and s.get("delivered")]
+    during = [s["p99_us"] / 1000 for s in secs
+              if BASE_SECONDS + 1 <= s["t"] < BASE_SECONDS + flood_s and s.get("delivered")]
+    return {
+        "p99_ms_without": statistics.median(quiet) if quiet else None,
+        "p99_ms_with": statistics.median(during) if during else None,
+        "p99_ms_with_worst": max(during) if during else None,
+        "established_lost": res.get("lost"), "established_dropped": res.get("dropped"),
+        "established_connected": res.get("connected"),
+    }
+
+
+def relay_load(r, cpu, busy):
+    """The relay's share of a core from (cpu seconds, time) before the quiet seconds, at the
+    flood's start and at its end; its busy share likewise from /metrics (None: no metrics)."""
+    (cpu0, t0), (cpu1, t1), (cpu2, t2) = cpu
+    r["relay_cpu_without"] = round((cpu1 - cpu0) / (t1 - t0), 2)
+    r["relay_cpu_with"] = round((cpu2 - cpu1) / (t2 - t1), 2)
+    if busy is not None:
+        b0, b1, b2 = (m.get("tern_relay_busy_seconds_total", 0) for m in busy)
+        r["relay_busy_without"] = round((b1 - b0) / (t1 - t0), 2)
+        r["relay_busy_with"] = round((b2 - b1) / (t2 - t1), 2)
+
+
+def relay_accounting(r, a, before, after, new_connected):
+    """tern-relay's own view of the flood, from /metrics before it and after the run."""
+    d = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+    promoted = after.get("tern_relay_peers_promoted_total", 0)
+    r["flood_slots"] = max(0, int(promoted - a.clients - new_connected))
+    r["new_unknown"] = max(0, int(a.clients + new_connected - promoted))
+    r["unverified_out_per_in"] = round(d.get("tern_relay_unverified_bytes_out_total", 0) /
+                                       max(1, d.get("tern_relay_unverified_bytes_in_total", 0)),
+                                       3)
+    r["half_open_evicted"] = int(d.get("tern_relay_half_open_evicted_total", 0))
+
+
+def finish(r):
+    if r["p99_ms_without"] and r["p99_ms_with"]:
+        r["p99_ratio"] = round(r["p99_ms_with"] / r["p99_ms_without"], 2)
+    return r
+
+
 def one_run_loadgen(build, name, a):
     """tern-memif, tern-socket-lg: tern-loadgen is the established clients, the flood
     (--flood-rate) and the new clients (--late-clients) at once."""
@@ -175,37 +286,15 @@ def one_run_loadgen(build, name, a):
     duration = BASE_SECONDS + flood_s + 2
     relay, target, metrics, _ = start_relay(build, name, a.clients + new + a.sources * 2 + 64,
                                             a.tern_config)
-    on1 = ["taskset", "-c", "1"]
-    out_json = f"/tmp/connect-flood-{os.getpid()}-{name}.json"
-    cmd = on1 + [os.path.join(build, "apps/loadgen/tern-loadgen"), "--target", target,
-                 "--clients", str(a.clients), "--rate", str(a.rate), "--room-size", "8",
-                 "--warmup", "1", "--duration", str(duration), "--per-second",
-                 "--timeout-ms", "30000", "--json", out_json,
-                 "--flood-rate", f"{a.flood_rate:.0f}", "--flood-at", str(BASE_SECONDS),
-                 "--flood-for", str(flood_s), "--late-clients", str(new),
-                 "--late-at", str(BASE_SECONDS + 1)] + loadgen_client_args(name)
-    lg = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          start_new_session=True)
-    connected_at = []
-    lg_lines = []
-
-    def read_lg():
-        for line in lg.stdout:
-            if line.startswith("connected ") and not connected_at:
-                connected_at.append(time.monotonic())
-            lg_lines.append(line)
-    reader = threading.Thread(target=read_lg, daemon=True)
-    reader.start()
+    lg = Established(build, name, target, a, duration,
+                     ["--flood-rate", f"{a.flood_rate:.0f}", "--flood-at", str(BASE_SECONDS),
+                      "--flood-for", str(flood_s), "--late-clients", str(new),
+                      "--late-at", str(BASE_SECONDS + 1)] + loadgen_client_args(name))
     r = {"relay": name}
     try:
-        limit = time.monotonic() + 40
-        while not connected_at and time.monotonic() < limit and lg.poll() is None:
-            time.sleep(0.01)
-        if not connected_at:
-            raise RuntimeError(f"{name}: the established clients did not connect: "
-                               + "".join(lg_lines[-5:]))
-        flood_at = connected_at[0] + 1 + BASE_SECONDS
-        time.sleep(max(0.0, connected_at[0] + 1 - time.monotonic()))
+        connected_at = lg.wait_connected()
+        flood_at = connected_at + 1 + BASE_SECONDS  # 1 s warm-up, then the quiet seconds
+        time.sleep(max(0.0, connected_at + 1 - time.monotonic()))
         cpu0, t0, before0 = proc_cpu_s(relay.pid), time.monotonic(), scrape(metrics)
         time.sleep(max(0.0, flood_at - time.monotonic()))
         cpu1, t1, before = proc_cpu_s(relay.pid), time.monotonic(), scrape(metrics)
@@ -214,52 +303,24 @@ def one_run_loadgen(build, name, a):
         r["slots_in_use_mid_flood"] = int(mid.get("tern_relay_peers", 0))
         time.sleep(max(0.0, flood_at + flood_s - time.monotonic()))
         cpu2, t2, after_flood = proc_cpu_s(relay.pid), time.monotonic(), scrape(metrics)
-        r["relay_cpu_without"] = round((cpu1 - cpu0) / (t1 - t0), 2)
-        r["relay_cpu_with"] = round((cpu2 - cpu1) / (t2 - t1), 2)
-        busy = "tern_relay_busy_seconds_total"
-        r["relay_busy_without"] = round((before.get(busy, 0) - before0.get(busy, 0)) / (t1 - t0), 2)
-        r["relay_busy_with"] = round((after_flood.get(busy, 0) - before.get(busy, 0)) / (t2 - t1), 2)
-        lg.wait(timeout=duration + 60)
-        reader.join(timeout=10)
+        relay_load(r, ((cpu0, t0), (cpu1, t1), (cpu2, t2)), (before0, before, after_flood))
+        lg.wait_done()
         after = scrape(metrics)
     finally:
-        if lg.poll() is None:
-            stop(lg)
+        lg.stop()
         stop(relay)
-    if not os.path.exists(out_json):
-        raise RuntimeError(f"{name}: tern-loadgen wrote no result (exit {lg.returncode}): "
-                           + "".join(lg_lines[-5:]))
-    with open(out_json) as f:
-        res = json.load(f)
-    os.unlink(out_json)
-    secs = res.get("per_second", [])
-    quiet = [s["p99_us"] / 1000 for s in secs if s["t"] < BASE_SECONDS and s.get("delivered")]
-    during = [s["p99_us"] / 1000 for s in secs
-              if BASE_SECONDS + 1 <= s["t"] < BASE_SECONDS + flood_s and s.get("delivered")]
-    d = {k: after.get(k, 0) - before.get(k, 0) for k in after}
-    promoted = after.get("tern_relay_peers_promoted_total", 0)
+    res = lg.result()
+    r.update(established_p99(res, flood_s))
     r.update({
-        "p99_ms_without": statistics.median(quiet) if quiet else None,
-        "p99_ms_with": statistics.median(during) if during else None,
-        "p99_ms_with_worst": max(during) if during else None,
-        "established_lost": res.get("lost"), "established_dropped": res.get("dropped"),
-        "established_connected": res.get("connected"),
         "new_connected": res.get("late_connected", 0),
         "new_failed": new - res.get("late_connected", 0),
         "new_p50_ms": res.get("late_p50_ms"), "new_max_ms": res.get("late_max_ms"),
         "flood_sent": res.get("flood_sent"), "flood_rate": res.get("flood_rate"),
         "flood_bytes_out_per_in": None,  # the load generator does not read the answers back
-        "flood_slots": max(0, int(promoted - a.clients - res.get("late_connected", 0))),
-        "new_unknown": max(0, int(a.clients + res.get("late_connected", 0) - promoted)),
-        "unverified_out_per_in": round(d.get("tern_relay_unverified_bytes_out_total", 0) /
-                                       max(1, d.get("tern_relay_unverified_bytes_in_total", 0)),
-                                       3),
-        "half_open_evicted": int(d.get("tern_relay_half_open_evicted_total", 0)),
-        "loadgen_exit": lg.returncode,
+        "loadgen_exit": lg.proc.returncode,
     })
-    if r["p99_ms_without"] and r["p99_ms_with"]:
-        r["p99_ratio"] = round(r["p99_ms_with"] / r["p99_ms_without"], 2)
-    return r
+    relay_accounting(r, a, before, after, r["new_connected"])
+    return finish(r)
 
 
 def one_run(build, name, a):
@@ -271,33 +332,12 @@ def one_run(build, name, a):
                                                       a.clients + new + a.sources * 2 + 64,
                                                       a.tern_config)
     on1 = ["taskset", "-c", "1"]
-    out_json = f"/tmp/connect-flood-{os.getpid()}-{name}.json"
-    lg = subprocess.Popen(on1 + [os.path.join(build, "apps/loadgen/tern-loadgen"), "--target",
-                                 target, "--clients", str(a.clients), "--rate", str(a.rate),
-                                 "--room-size", "8", "--warmup", "1", "--duration", str(duration),
-                                 "--per-second", "--timeout-ms", "30000", "--json", out_json],
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          start_new_session=True)
-    connected_at = []
-    lg_lines = []
-
-    def read_lg():
-        for line in lg.stdout:
-            if line.startswith("connected ") and not connected_at:
-                connected_at.append(time.monotonic())
-            lg_lines.append(line)
-    reader = threading.Thread(target=read_lg, daemon=True)
-    reader.start()
+    lg = Established(build, name, target, a, duration)
     r = {"relay": name}
     try:
-        limit = time.monotonic() + 40
-        while not connected_at and time.monotonic() < limit and lg.poll() is None:
-            time.sleep(0.01)
-        if not connected_at:
-            raise RuntimeError(f"{name}: the established clients did not connect: "
-                               + "".join(lg_lines[-5:]))
-        flood_at = connected_at[0] + 1 + BASE_SECONDS  # 1 s warm-up, then the quiet seconds
-        time.sleep(max(0.0, connected_at[0] + 1 - time.monotonic()))
+        connected_at = lg.wait_connected()
+        flood_at = connected_at + 1 + BASE_SECONDS  # 1 s warm-up, then the quiet seconds
+        time.sleep(max(0.0, connected_at + 1 - time.monotonic()))
         cpu0, t0 = proc_cpu_s(relay.pid), time.monotonic()
         before0 = scrape(metrics) if metrics else {}
         time.sleep(max(0.0, flood_at - time.monotonic()))
@@ -329,41 +369,20 @@ def one_run(build, name, a):
             r["slots_in_use_mid_flood"] = int(mid.get("tern_relay_peers", 0))
         flood = [parse_kv(f.communicate(timeout=flood_s + 30)[0]) for f in floods]
         cpu2, t2 = proc_cpu_s(relay.pid), time.monotonic()
-        # Share of one core the relay used, before and during the flood.
-        r["relay_cpu_without"] = round((cpu1 - cpu0) / (t1 - t0), 2)
-        r["relay_cpu_with"] = round((cpu2 - cpu1) / (t2 - t1), 2)
-        if metrics:
-            busy = "tern_relay_busy_seconds_total"
-            during_busy = scrape(metrics).get(busy, 0)
-            r["relay_busy_without"] = round((before.get(busy, 0) - before0.get(busy, 0)) /
-                                            (t1 - t0), 2)
-            r["relay_busy_with"] = round((during_busy - before.get(busy, 0)) / (t2 - t1), 2)
+        relay_load(r, ((cpu0, t0), (cpu1, t1), (cpu2, t2)),
+                   (before0, before, scrape(metrics)) if metrics else None)
         conn = parse_kv(ct.communicate(timeout=30)[0])
-        lg.wait(timeout=duration + 60)
-        reader.join(timeout=10)
+        lg.wait_done()
         after = scrape(metrics) if metrics else {}
     finally:
-        for p in [lg]:
-            if p.poll() is None:
-                stop(p)
+        lg.stop()
         stop(relay)
-    with open(out_json) as f:
-        res = json.load(f)
-    os.unlink(out_json)
-    secs = res.get("per_second", [])
-    quiet = [s["p99_us"] / 1000 for s in secs if s["t"] < BASE_SECONDS and s.get("delivered")]
-    during = [s["p99_us"] / 1000 for s in secs
-              if BASE_SECONDS + 1 <= s["t"] < BASE_SECONDS + flood_s and s.get("delivered")]
+    r.update(established_p99(lg.result(), flood_s))
     sent = sum(f.get("sent", 0) for f in flood)
     bytes_sent = sum(f.get("bytes_sent", 0) for f in flood)
     bytes_back = sum(f.get("bytes_received", 0) for f in flood)
     seconds = max([f.get("seconds", 0) for f in flood] + [1e-9])
     r.update({
-        "p99_ms_without": statistics.median(quiet) if quiet else None,
-        "p99_ms_with": statistics.median(during) if during else None,
-        "p99_ms_with_worst": max(during) if during else None,
-        "established_lost": res.get("lost"), "established_dropped": res.get("dropped"),
-        "established_connected": res.get("connected"),
         "new_connected": conn.get("connected", 0), "new_failed": conn.get("failed", new),
         "new_p50_ms": conn.get("p50_ms"), "new_max_ms": conn.get("max_ms"),
         "flood_sent": sent, "flood_rate": round(sent / seconds),
@@ -371,17 +390,8 @@ def one_run(build, name, a):
         "flood_sources_answered": sum(f.get("sources_answered", 0) for f in flood),
     })
     if metrics:
-        d = {k: after.get(k, 0) - before.get(k, 0) for k in after}
-        promoted = after.get("tern_relay_peers_promoted_total", 0)
-        r["flood_slots"] = max(0, int(promoted - a.clients - r["new_connected"]))
-        r["new_unknown"] = max(0, int(a.clients + r["new_connected"] - promoted))
-        r["unverified_out_per_in"] = round(d.get("tern_relay_unverified_bytes_out_total", 0) /
-                                           max(1, d.get("tern_relay_unverified_bytes_in_total",
-                                                        0)), 3)
-        r["half_open_evicted"] = int(d.get("tern_relay_half_open_evicted_total", 0))
-    if r["p99_ms_without"] and r["p99_ms_with"]:
-        r["p99_ratio"] = round(r["p99_ms_with"] / r["p99_ms_without"], 2)
-    return r
+        relay_accounting(r, a, before, after, r["new_connected"])
+    return finish(r)
 
 
 def median_of(runs, key):

@@ -41,8 +41,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.dont_write_bytecode = True
 sys.path.insert(0, HERE)
-from connect_flood import (MEMIF_CLIENT_IP, MEMIF_RELAY_IP, MEMIF_SOCK,  # noqa: E402
-                           loadgen_client_args, scrape, stop)
+from connect_flood import (MEMIF_RELAY_IP, MEMIF_SOCK, loadgen_client_args,  # noqa: E402
+                           memif_relay_config, scrape, start_on_cpu0, stop)
 from runtime_bench import free_port, parse_kv  # noqa: E402
 
 LEAD_S = 2  # measured seconds before the flood starts: the idle baseline
@@ -66,12 +66,7 @@ def start_relay(build, driver):
     metrics = f"127.0.0.1:{free_port()}"
     relay = os.path.join(build, "apps/relay/tern-relay")
     if driver == "memif":
-        if os.path.exists(MEMIF_SOCK):
-            os.unlink(MEMIF_SOCK)
-        conf = MEMIF_SOCK + ".toml"
-        with open(conf, "w") as f:
-            f.write(f'[dpdk]\nport = "net_memif0,role=server,socket={MEMIF_SOCK}"\n'
-                    f'ip = "{MEMIF_RELAY_IP}/24"\ngateway = "{MEMIF_CLIENT_IP}"\nmbufs = 16383\n')
+        conf = memif_relay_config()
         target = f"{MEMIF_RELAY_IP}:{port}"
         # Sleeping when idle (50 µs at most), so its CPU time says what the flood cost.
         cmd = [relay, "--listen", f"0.0.0.0:{port}", "--driver", "dpdk", "--dpdk-config", conf,
@@ -80,17 +75,7 @@ def start_relay(build, driver):
         target = f"127.0.0.1:{port}"
         cmd = [relay, "--listen", target, "--driver", driver]
     cmd += ["--shards", "1", "--pin", "off", "--metrics", metrics]
-    p = subprocess.Popen(["taskset", "-c", "0"] + cmd, stdout=subprocess.PIPE,
-                         stderr=subprocess.DEVNULL, text=True, start_new_session=True)
-    line = p.stdout.readline()
-    for _ in range(20):  # DPDK's and the port's lines come first
-        if line.startswith("relaying") or not line:
-            break
-        line = p.stdout.readline()
-    if not line.startswith("relaying"):
-        p.kill()
-        p.wait()
-        raise RuntimeError(f"tern-relay on {driver} did not start: {line!r}")
+    p, line = start_on_cpu0(cmd, f"tern-relay on {driver}")
     threading.Thread(target=lambda: [None for _ in p.stdout], daemon=True).start()
     return p, target, metrics, parse_kv(line).get("driver")
 
