@@ -22,7 +22,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_relay_mixed import build_go, expect, metrics, read_line  # noqa: E402
+from run_relay_mixed import build_go, expect, metrics, read_line, stop_relay  # noqa: E402
 
 
 def total(text, name):
@@ -162,14 +162,7 @@ def main():
         for p in procs:
             if p.poll() is None:
                 p.kill()
-        relay.terminate()
-        try:
-            out, err = relay.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            relay.kill()
-            out, err = relay.communicate()
-        sys.stdout.write("".join(l + "\n" for l in out.splitlines() if "relay stopped" in l))
-        sys.stdout.write(err[-2000:])
+        stop_relay(relay)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -46,6 +46,19 @@ def build_go(src, workdir):
     return out
 
 
+def stop_relay(relay):
+    """Stops tern-relay and prints its stop summary (its own counts of both ports) and the
+    end of its error output."""
+    relay.terminate()
+    try:
+        out, err = relay.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        relay.kill()
+        out, err = relay.communicate()
+    sys.stdout.write("".join(l + "\n" for l in out.splitlines() if "relay stopped" in l))
+    sys.stdout.write(err[-2000:])
+
+
 def read_line(proc, deadline, what):
     """The process's next stdout line, or exits naming `what` at the deadline."""
     while True:
@@ -178,15 +191,7 @@ def main():
         for _, p in procs:
             if p.poll() is None:
                 p.kill()
-        relay.terminate()
-        try:
-            out, err = relay.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            relay.kill()
-            out, err = relay.communicate()
-        # The stop summary: the relay's own counts of both ports.
-        sys.stdout.write("".join(l + "\n" for l in out.splitlines() if "relay stopped" in l))
-        sys.stdout.write(err[-2000:])
+        stop_relay(relay)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
