@@ -98,13 +98,11 @@ TEST_F(Blocks, FourMiBUnderLossReorderingAndDuplicationArrivesExactOnce) {
   tern::PeerStats stats;
   ASSERT_TRUE(p.client->peer_stats(p.at_client, stats));
   ASSERT_TRUE(stats.blocks) << "Tern peers did not agree on blocks";
-  tern::drv::LinkConditions bad;
-  bad.latency_us = kOneWayLatencyUs;
-  bad.loss = 0.2;
-  bad.duplicate = 0.05;
-  bad.reorder = 0.1;
-  bad.reorder_delay_us = 8'000;
-  net_.set_default_link(bad);
+  net_.set_default_link({.loss = 0.2,
+                         .duplicate = 0.05,
+                         .reorder = 0.1,
+                         .latency_us = kOneWayLatencyUs,
+                         .reorder_delay_us = 8'000});
 
   const auto data = block_bytes(4 << 20, 7);
   ASSERT_EQ(p.client->send_block(p.at_client, 1, Packet::copy_of(data)), SendResult::ok);
@@ -134,10 +132,7 @@ TEST_F(Blocks, FourMiBUnderLossReorderingAndDuplicationArrivesExactOnce) {
 TEST_F(Blocks, BlocksBothWaysOnSeveralChannelsBesideMessages) {
   Pair& p = add_pair(HostOptions{}, HostOptions{});
   connect_all(3);
-  tern::drv::LinkConditions bad;
-  bad.latency_us = kOneWayLatencyUs;
-  bad.loss = 0.05;
-  net_.set_default_link(bad);
+  net_.set_default_link({.loss = 0.05, .latency_us = kOneWayLatencyUs});
   const auto a = block_bytes(300'000, 1), b = block_bytes(123'457, 2), c = block_bytes(5, 3);
   ASSERT_EQ(p.client->send_block(p.at_client, 1, Packet::copy_of(a)), SendResult::ok);
   ASSERT_EQ(p.client->send_block(p.at_client, 2, Packet::copy_of(b)), SendResult::ok);
@@ -229,10 +224,7 @@ TEST_F(Blocks, APeerThatAcknowledgesNoSliceTimesOut) {
   Pair& p = add_pair(HostOptions{}, HostOptions{});
   connect_all();
   p.client->set_peer_timeout(p.at_client, 32, 1000, 5000);
-  tern::drv::LinkConditions narrow;
-  narrow.latency_us = kOneWayLatencyUs;
-  narrow.mtu = 600;
-  net_.set_default_link(narrow);
+  net_.set_default_link({.latency_us = kOneWayLatencyUs, .mtu = 600});
   ASSERT_EQ(p.client->send_block(p.at_client, 1, Packet::copy_of(block_bytes(100'000, 4))),
             SendResult::ok);
   // The peer is alive: a message gets through and is acknowledged meanwhile.
@@ -257,10 +249,7 @@ TEST_F(Blocks, APlainEnetPeerGetsAReliableFragmentedMessage) {
   tern::PeerStats stats;
   ASSERT_TRUE(p.client->peer_stats(p.at_client, stats));
   EXPECT_FALSE(stats.blocks);
-  tern::drv::LinkConditions bad;
-  bad.latency_us = kOneWayLatencyUs;
-  bad.loss = 0.1;
-  net_.set_default_link(bad);
+  net_.set_default_link({.loss = 0.1, .latency_us = kOneWayLatencyUs});
   const auto data = block_bytes(500'000, 9);
   ASSERT_EQ(p.client->send_block(p.at_client, 1, Packet::copy_of(data)), SendResult::ok);
   EXPECT_FALSE(p.client->block_in_flight(p.at_client, 1));
@@ -280,12 +269,9 @@ TEST_F(Blocks, GameMessageLatencyWhileABlockIsInFlight) {
   HostOptions paced;
   paced.block_rate = 2'000'000;  // the block takes about 2 s: in flight all through
   Pair& p = add_pair(HostOptions{}, paced);
-  tern::drv::LinkConditions link;
-  link.latency_us = 25'000;
-  net_.set_default_link(link);
+  net_.set_default_link({.latency_us = 25'000});
   connect_all();
-  link.loss = 0.01;
-  net_.set_default_link(link);
+  net_.set_default_link({.loss = 0.01, .latency_us = 25'000});
   const auto quiet = game_latencies(p, 2'000'000, 0);
   ASSERT_EQ(p.client->send_block(p.at_client, 1, Packet::copy_of(block_bytes(4 << 20, 5))),
             SendResult::ok);
@@ -317,18 +303,14 @@ TEST_F(Blocks, CongestionControlPacesSlicesAtTheBottleneck) {
   no_cc.congestion_control = false;
   Pair& cc = add_pair(HostOptions{}, HostOptions{});
   Pair& fixed = add_pair(no_cc, no_cc);
-  tern::drv::LinkConditions link;
-  link.latency_us = 25'000;
-  net_.set_default_link(link);
+  net_.set_default_link({.latency_us = 25'000});
   connect_all();
   tern::PeerStats stats;
   ASSERT_TRUE(cc.client->peer_stats(cc.at_client, stats));
   ASSERT_TRUE(stats.congestion_control);
   ASSERT_TRUE(fixed.client->peer_stats(fixed.at_client, stats));
   ASSERT_FALSE(stats.congestion_control);
-  link.bandwidth_bytes_per_s = 250'000;
-  link.loss = 0.01;
-  net_.set_default_link(link);
+  net_.set_default_link({.loss = 0.01, .latency_us = 25'000, .bandwidth_bytes_per_s = 250'000});
 
   const auto data = block_bytes(1 << 20, 11);
   Pair* pairs[] = {&cc, &fixed};

@@ -27,12 +27,7 @@ using tern::SendResult;
 
 class ChannelSwitches : public SimPairs {
  protected:
-  void lossy(double loss) {
-    tern::drv::LinkConditions l;
-    l.latency_us = kOneWayLatencyUs;
-    l.loss = loss;
-    net_.set_default_link(l);
-  }
+  void lossy(double loss) { net_.set_default_link({.loss = loss, .latency_us = kOneWayLatencyUs}); }
 
   // `count` reliable messages of `size` bytes on `channel`, one every `gap_us`.
   void stream(Pair& p, std::uint8_t channel, std::uint32_t count, std::size_t size,
@@ -234,14 +229,12 @@ TEST_F(ChannelSwitches, DeliveryModesOffOnOneChannel) {
   off.delivery_modes = false;
   Pair& p = add_pair(HostOptions{}, with_rule(HostOptions{}, channel_mask({1}), off));
   connect_all();
-  tern::drv::LinkConditions bad;
-  bad.latency_us = kOneWayLatencyUs;
-  bad.jitter_us = 3000;
-  bad.loss = 0.2;
-  bad.duplicate = 0.05;
-  bad.reorder = 0.1;
-  bad.reorder_delay_us = 20'000;
-  net_.set_default_link(bad);
+  net_.set_default_link({.loss = 0.2,
+                         .duplicate = 0.05,
+                         .reorder = 0.1,
+                         .latency_us = kOneWayLatencyUs,
+                         .jitter_us = 3000,
+                         .reorder_delay_us = 20'000});
   constexpr std::uint32_t kEach = 300;
   for (std::uint32_t i = 0; i < kEach; ++i) {
     for (std::uint8_t ch : {0, 1}) {

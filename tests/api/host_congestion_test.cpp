@@ -102,13 +102,11 @@ TEST_F(Congestion, DeliveryIsExactUnderLossReorderingAndDuplication) {
   Pair& p = add_pair(with_cc(), with_cc());
   connect_all();
   ASSERT_TRUE(stats_of(*p.client, p.at_client).congestion_control);
-  tern::drv::LinkConditions bad;
-  bad.latency_us = kOneWayLatencyUs;
-  bad.loss = 0.2;
-  bad.reorder = 0.1;
-  bad.reorder_delay_us = 3000;
-  bad.duplicate = 0.05;
-  net_.set_default_link(bad);
+  net_.set_default_link({.loss = 0.2,
+                         .duplicate = 0.05,
+                         .reorder = 0.1,
+                         .latency_us = kOneWayLatencyUs,
+                         .reorder_delay_us = 3000});
   constexpr std::uint32_t kBulk = 600, kSmall = 200;
   queue_bulk(p, kBulk);
   for (std::uint32_t i = 0; i < kSmall; ++i) {
@@ -131,10 +129,7 @@ TEST_F(Congestion, DeliveryIsExactUnderLossReorderingAndDuplication) {
 // quarter second queued.
 TEST_F(Congestion, ThePacerSpreadsBulkAtTheEstimatedRate) {
   constexpr std::uint64_t kRate = 250'000, kOneWay = 20'000;
-  tern::drv::LinkConditions link;
-  link.latency_us = kOneWay;
-  link.bandwidth_bytes_per_s = kRate;
-  net_.set_default_link(link);
+  net_.set_default_link({.latency_us = kOneWay, .bandwidth_bytes_per_s = kRate});
   Pair& cc = add_pair(with_cc(), with_cc());
   Pair& enet = add_pair(with_cc(false), with_cc(false));
   connect_all();
@@ -197,10 +192,7 @@ TEST_F(Congestion, ThePacerSpreadsBulkAtTheEstimatedRate) {
 // behaviour they queue behind the whole transfer.
 TEST_F(Congestion, GameMessagesKeepTheirLatencyBesideBulk) {
   constexpr std::uint64_t kOneWay = 15'000;
-  tern::drv::LinkConditions link;
-  link.latency_us = kOneWay;
-  link.bandwidth_bytes_per_s = 500'000;
-  net_.set_default_link(link);
+  net_.set_default_link({.latency_us = kOneWay, .bandwidth_bytes_per_s = 500'000});
   Pair& cc = add_pair(with_cc(), with_cc());
   Pair& enet = add_pair(with_cc(false), with_cc(false));
   connect_all();
@@ -246,15 +238,11 @@ TEST_F(Congestion, GameMessagesKeepTheirLatencyBesideBulk) {
 // ENet's 64 KiB and the transfer goes more than twice as fast as with ENet's behaviour, whose
 // window caps it near 64 KiB per round trip.
 TEST_F(Congestion, TheWindowGrowsPastEnetsOnALongFatLink) {
-  tern::drv::LinkConditions link;
-  link.latency_us = 50'000;
-  link.bandwidth_bytes_per_s = 10'000'000;
-  net_.set_default_link(link);
+  net_.set_default_link({.latency_us = 50'000, .bandwidth_bytes_per_s = 10'000'000});
   Pair& cc = add_pair(with_cc(), with_cc());
   Pair& enet = add_pair(with_cc(false), with_cc(false));
   connect_all();
-  link.loss = 0.01;
-  net_.set_default_link(link);
+  net_.set_default_link({.loss = 0.01, .latency_us = 50'000, .bandwidth_bytes_per_s = 10'000'000});
   constexpr std::uint32_t kCount = 4000;  // 4.8 MB
   std::uint32_t most_in_flight = 0;
   const std::uint64_t start = net_.now_us();

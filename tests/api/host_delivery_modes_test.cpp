@@ -25,14 +25,12 @@ using tern::SendResult;
 class DeliveryModes : public SimPairs {
  protected:
   void go_bad() {
-    tern::drv::LinkConditions bad;
-    bad.latency_us = kOneWayLatencyUs;
-    bad.jitter_us = 3000;
-    bad.loss = 0.2;
-    bad.duplicate = 0.05;
-    bad.reorder = 0.1;
-    bad.reorder_delay_us = 20'000;
-    net_.set_default_link(bad);
+    net_.set_default_link({.loss = 0.2,
+                           .duplicate = 0.05,
+                           .reorder = 0.1,
+                           .latency_us = kOneWayLatencyUs,
+                           .jitter_us = 3000,
+                           .reorder_delay_us = 20'000});
   }
 
   // The server's receive events for one delivery, as message indexes in arrival order.

@@ -65,10 +65,7 @@ TEST_F(Nodelay, ALossIsResentAfterLaterAcksOnTheChannelsItCovers) {
   Pair& fast = add_pair(HostOptions{}, nodelay);
   Pair& elsewhere = add_pair(HostOptions{}, other_channel);
   connect_all();
-  tern::drv::LinkConditions lossy;
-  lossy.latency_us = kOneWayLatencyUs;
-  lossy.loss = 0.1;
-  net_.set_default_link(lossy);
+  net_.set_default_link({.loss = 0.1, .latency_us = kOneWayLatencyUs});
 
   constexpr std::uint32_t kMessages = 300;
   std::vector<std::uint64_t> sent_at(kMessages);
@@ -150,14 +147,12 @@ TEST_F(Nodelay, TimeoutsGrowByHalfNotDouble) {
 TEST_F(Nodelay, ExactDeliveryUnderLossReorderingAndDuplication) {
   Pair& p = add_pair(with_nodelay(), with_nodelay());
   connect_all();
-  tern::drv::LinkConditions bad;
-  bad.latency_us = kOneWayLatencyUs;
-  bad.jitter_us = 2000;
-  bad.loss = 0.2;
-  bad.duplicate = 0.05;
-  bad.reorder = 0.1;
-  bad.reorder_delay_us = 15'000;
-  net_.set_default_link(bad);
+  net_.set_default_link({.loss = 0.2,
+                         .duplicate = 0.05,
+                         .reorder = 0.1,
+                         .latency_us = kOneWayLatencyUs,
+                         .jitter_us = 2000,
+                         .reorder_delay_us = 15'000});
   constexpr std::uint32_t kMessages = 400;
   for (std::uint32_t i = 0; i < kMessages; ++i) {
     const auto ch = static_cast<std::uint8_t>(i % 2);

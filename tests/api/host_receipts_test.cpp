@@ -47,12 +47,8 @@ TEST_F(Receipts, EachReliableMessageOnceAckedWholeUnderLoss) {
   Pair& tern_peer = add_pair(HostOptions{}, HostOptions{});
   Pair& enet_like = add_pair(plain, plain);
   connect_all();
-  tern::drv::LinkConditions bad;
-  bad.latency_us = kOneWayLatencyUs;
-  bad.loss = 0.2;
-  bad.reorder = 0.05;
-  bad.reorder_delay_us = 10'000;
-  net_.set_default_link(bad);
+  net_.set_default_link(
+      {.loss = 0.2, .reorder = 0.05, .latency_us = kOneWayLatencyUs, .reorder_delay_us = 10'000});
 
   constexpr std::uint32_t kMessages = 120;
   std::map<const Pair*, std::set<std::uint32_t>> early;  // receipts before the delivery

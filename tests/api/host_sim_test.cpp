@@ -57,9 +57,7 @@ class SimHosts : public ::testing::Test {
  protected:
   void SetUp() override {
     std::printf("sim seed %#llx\n", static_cast<unsigned long long>(kSeed));
-    tern::drv::LinkConditions link;
-    link.latency_us = kOneWayLatencyUs;
-    net_.set_default_link(link);
+    net_.set_default_link({.latency_us = kOneWayLatencyUs});
   }
 
   std::unique_ptr<Host> make_host(const Endpoint& at, HostOptions options = {}) {
@@ -244,10 +242,7 @@ TEST_F(SimHosts, ReliableOrderSurvivesLoss) {
   start();
   PeerHandle at_client, at_server;
   connect(1, 0, at_client, at_server);
-  tern::drv::LinkConditions lossy;
-  lossy.latency_us = kOneWayLatencyUs;
-  lossy.loss = 0.2;
-  net_.set_default_link(lossy);
+  net_.set_default_link({.loss = 0.2, .latency_us = kOneWayLatencyUs});
   constexpr std::uint32_t kMessages = 200;
   for (std::uint32_t i = 0; i < kMessages; ++i) {
     ASSERT_EQ(client_->send(at_client, 0, Delivery::reliable, make_payload(500, i)),
@@ -424,9 +419,7 @@ TEST_F(SimHosts, DeadLinkTimesOutBothSides) {
   start(quick, quick);
   PeerHandle at_client, at_server;
   connect(1, 0, at_client, at_server);
-  tern::drv::LinkConditions dead;
-  dead.down = true;
-  net_.set_default_link(dead);
+  net_.set_default_link({.down = true});
   ASSERT_TRUE(run_until([&] {
     return find(client_events_, EventType::disconnect) &&
            find(server_events_, EventType::disconnect);
