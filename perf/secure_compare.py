@@ -25,8 +25,11 @@ encrypted mode's median as a share of plain's, and the median of each run's own 
 Then tern-micro (the same build) for the per-datagram and handshake costs: BM_SealDatagram and
 BM_OpenDatagram at 64 and 1,200 B (ns each), BM_OpenToken, and BM_SecureConnectFlood (ns per
 token-carrying CONNECT at a server whose policy is required: token, nonce table, half-open
-entry, key derivations, sealed VERIFY_CONNECT), given as token handshakes/s per core; CPU
-time, medians of 3 repetitions.
+entry, key derivations, sealed VERIFY_CONNECT), given as token handshakes/s per core; and
+BM_RelayFanoutSecure (tern-relay's and tern-loadgen's protocol work per copy with no network
+between them, plain and with each cipher, the client lending payloads as tern-loadgen does):
+CPU ns per copy of both sides together, as a share of plain's rate, and each side's own ns per
+copy (wall clock, so only on a quiet machine). CPU time, medians of 3 repetitions.
 
 --quick (the CI check, suite perf): 200 clients at 20 Hz in each mode, on sockets (and memif
 when run as root with the DPDK driver built), and tern-micro briefly. Asserts correctness
@@ -64,6 +67,12 @@ MICRO = ["BM_SealDatagram/64", "BM_SealDatagram/1200", "BM_OpenDatagram/64",
          "BM_OpenDatagram/1200", "BM_SealDatagramAes/64", "BM_SealDatagramAes/1200",
          "BM_OpenDatagramAes/64", "BM_OpenDatagramAes/1200", "BM_OpenToken",
          "BM_SecureConnectFlood"]
+# The relay's protocol work per copy without a network (bench_core.cpp, FanoutRig): 1,000
+# lending clients in rooms of 8, plain, AES-256-GCM, ChaCha20-Poly1305. CPU time per tick
+# (7,000 copies, both cores' work) and each side's ns per copy.
+FANOUT = ["BM_RelayFanoutSecure/1000/8/0/0", "BM_RelayFanoutSecure/1000/8/0/1",
+          "BM_RelayFanoutSecure/1000/8/0/2"]
+FANOUT_COPIES = 7000
 
 
 def write_key():
@@ -199,7 +208,7 @@ def micro(build, quick):
     exe = os.path.join(build, "perf/micro/tern-micro")
     if not os.path.exists(exe):
         return None, "tern-micro not built (Google Benchmark missing)"
-    flt = "^(" + "|".join(MICRO) + ")$"
+    flt = "^(" + "|".join(MICRO + FANOUT) + ")$"
     args = [exe, f"--benchmark_filter={flt}", "--benchmark_format=json"]
     args += (["--benchmark_min_time=0.01"] if quick else
              ["--benchmark_repetitions=3", "--benchmark_report_aggregates_only=true",
@@ -221,7 +230,11 @@ def micro(build, quick):
             # CPU time: on a shared machine wall time also counts the time others ran.
             unit = {"ns": 1, "us": 1e3, "ms": 1e6}[b.get("time_unit", "ns")]
             out[name] = b["cpu_time"] * unit
-    missing = [m for m in MICRO if m not in out and m not in skipped]
+            if name in FANOUT:
+                out[name] /= FANOUT_COPIES
+                for side in ("server", "client"):
+                    out[f"{name} {side}"] = b.get(f"{side}_ns_per_copy")
+    missing = [m for m in MICRO + FANOUT if m not in out and m not in skipped]
     return out, (f"missing: {missing} (built without libsodium?)" if missing else "")
 
 
@@ -248,7 +261,8 @@ def quick(a, drivers):
     elif figures is None or why:
         failures.append(f"tern-micro: {why}")
     else:
-        print("tern-micro: " + " ".join(f"{k}={v:.0f}ns" for k, v in figures.items()))
+        print("tern-micro: " + " ".join(f"{k}={v:.0f}ns" for k, v in figures.items()
+                                        if isinstance(v, (int, float))))
     return failures
 
 
@@ -333,6 +347,16 @@ def main():
         for k in MICRO:
             if k in figures:
                 print(f"  {k:24s} {figures[k]:9.1f} ns")
+        if FANOUT[0] in figures:
+            print("  relay fan-out without a network (CPU ns per copy, both sides; each side's "
+                  "ns per copy, wall clock):")
+            for k in FANOUT:
+                if k not in figures:
+                    continue
+                share = figures[FANOUT[0]] / figures[k]
+                print(f"  {k:34s} {figures[k]:7.1f} ns ({share * 100:.0f}% of plain's rate)"
+                      f"  server {figures[k + ' server'] or 0:.1f}"
+                      f"  client {figures[k + ' client'] or 0:.1f}")
         if "BM_SecureConnectFlood" in figures:
             print(f"  token handshakes/s per core (server, first step): "
                   f"{1e9 / figures['BM_SecureConnectFlood']:.0f}")

@@ -86,6 +86,14 @@ struct HostCore::Impl {
   bool datagram_sealed = false;    // the datagram being handled was opened into open_buf
   bool shedding_connects = false;  // HostCore::shed_connects
   alignas(64) std::array<std::byte, kMaxMtu + 64> open_buf;
+  // With lend_payloads, sealed datagrams open here instead, one after another, so their
+  // messages can be lent as a plaintext datagram's are: a view stays valid until the caller
+  // took every event (the next on_datagram after that starts over at the beginning). Made with
+  // the first secure session; a datagram that does not fit opens into open_buf and its
+  // messages are copied.
+  static constexpr std::size_t kOpenArenaBytes = 128 * 1024;
+  std::unique_ptr<std::byte[]> open_arena;
+  std::size_t open_arena_used = 0;
 
   // Offline discovery (discovery.cpp): pings and pongs waiting for the next flush, the info
   // pongs carry, our pings still taking answers, and the answers for the application.
@@ -399,6 +407,7 @@ struct HostCore::Impl {
   bool check_token(const Endpoint& from, const Command& ext, TokenArrival& out);
   void open_secure_pending(HalfOpen& h, const TokenArrival& token, SecureHello& hello);
   bool start_aes(PeerSecure& s);
+  void make_open_arena();
   SecurePending* pending_of(const HalfOpen& h);
   bool seal_farewell(sec::SealState& tx, Farewell& f, std::size_t hsize);
   bool seal_out(Peer& p, OutDatagram& dg, std::size_t start, std::size_t hsize, std::size_t& total);

@@ -118,7 +118,9 @@ struct HostConfig {
   // arrives as a view of the datagram's bytes (Event::lent) instead of a copy in a Packet.
   // Only for callers that take every event before the bytes they passed to on_datagram are
   // reused, as runtime shards do (they drain the events after each receive burst). Messages
-  // held back for ordering or rebuilt from fragments still come as Packets.
+  // held back for ordering or rebuilt from fragments still come as Packets. A secure session's
+  // datagrams are opened into the core's own buffer, whose views stay valid until the next
+  // on_datagram after the last event was taken.
   bool lend_payloads = false;
   // Fast retransmit (sender side only; nothing on the wire changes): a reliable command still
   // unacknowledged when an acknowledgement arrives for one sent more than a quarter of the RTT

@@ -40,26 +40,46 @@ inline bool HostCore::Impl::decode_sealed_header(std::span<const std::byte> byte
   return decode_header(std::span<const std::byte>(head.data(), n), config.checksum, dh, why);
 }
 
-// Opens a sealed datagram into open_buf (header, mark cleared, then the plaintext) and points
-// `bytes` at it. The datagram's lent payloads would point there too, so nothing is lent from
-// it (datagram_sealed).
+// Opens a sealed datagram (header, mark cleared, then the plaintext) and points `bytes` at it:
+// into the open arena, whose messages are lent as a plaintext datagram's would be, or when
+// there is none or it is full, into open_buf, whose messages are copied (datagram_sealed)
+// because the next sealed datagram reuses it.
 inline bool HostCore::Impl::open_sealed(PeerSecure& s, const DecodedHeader& dh,
                                         std::span<const std::byte>& bytes) {
+  std::byte* out = open_buf.data();
+  bool in_arena = false;
+  if (open_arena != nullptr) {
+    // No event waiting: the caller has taken every view into the arena.
+    if (events.empty()) open_arena_used = 0;
+    if (open_arena_used + bytes.size() <= kOpenArenaBytes) {
+      out = open_arena.get() + open_arena_used;
+      in_arena = true;
+    }
+  }
   std::size_t n = 0;
   const sec::OpenError e =
-      sec::open_datagram_to(s.rx, s.window, raw(bytes.data()), bytes.size(), dh.size,
-                            raw(open_buf.data()), n, s.aes != nullptr ? &s.aes->rx : nullptr);
+      sec::open_datagram_to(s.rx, s.window, raw(bytes.data()), bytes.size(), dh.size, raw(out), n,
+                            s.aes != nullptr ? &s.aes->rx : nullptr);
   if (e != sec::OpenError::none) {
     counters.drops.add(e == sec::OpenError::replayed || e == sec::OpenError::too_old
                            ? Drop::replayed
                            : Drop::bad_seal);
     return false;
   }
-  open_buf[0] &= ~std::byte{kSealedFlag};
-  bytes = std::span<const std::byte>(open_buf.data(), n);
-  datagram_sealed = true;
+  out[0] &= ~std::byte{kSealedFlag};
+  bytes = std::span<const std::byte>(out, n);
+  if (in_arena) open_arena_used += (n + 15) & ~std::size_t{15};
+  datagram_sealed = !in_arena;
   ++counters.opened_in;
   return true;
+}
+
+// Where sealed datagrams open when their messages may be lent (HostConfig::lend_payloads):
+// made once, with the first secure session, never on the per-datagram path.
+inline void HostCore::Impl::make_open_arena() {
+  if (config.lend_payloads && open_arena == nullptr) {
+    open_arena = std::make_unique_for_overwrite<std::byte[]>(kOpenArenaBytes);
+  }
 }
 
 // A datagram of a connection: sealed exactly when the connection is secure.
@@ -144,6 +164,7 @@ inline void HostCore::Impl::open_secure_pending(HalfOpen& h, const TokenArrival&
   s.tx.key = sec::derive_key(s2c, kLabelSessionS2c, hello.challenge.data(), 16);
   s.rx = sec::derive_key(c2s, kLabelSessionC2s, hello.challenge.data(), 16);
   s.sealing = true;
+  make_open_arena();
   hello.aes = token.offers_aes && config.secure_aes && start_aes(s);
   s.client_id = c.client_id;
   s.user_data_len = c.user_data_len;
@@ -242,6 +263,7 @@ inline Handled HostCore::Impl::handle_secure_challenge(Peer& p, const Command& c
     return Handled::stop;
   }
   s.sealing = true;
+  make_open_arena();
   s.connect_ext.reset();
   return Handled::ok;
 }

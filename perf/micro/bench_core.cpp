@@ -4,6 +4,7 @@
 // deterministic (fixed config, seed and times), so a fresh core built the same way is in the
 // same state as the one the capture came from and accepts the replayed datagrams the same way.
 #include "host_core.hpp"
+#include "secure/secure.hpp"
 #include "wire.hpp"
 
 #include <benchmark/benchmark.h>
@@ -13,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <memory>
 #include <vector>
@@ -259,14 +261,57 @@ struct FanoutRig {
   std::size_t hold_ticks = 0;
   std::deque<std::vector<Bytes>> held;
 
-  FanoutRig(std::size_t n, std::size_t room, bool fixed_throttle) : clients(n), room_size(room) {
+  // Secure sessions (BM_RelayFanoutSecure): every client connects with a token of its own, the
+  // server requires one, and the client lends payloads as tern-loadgen does.
+  enum class Cipher { none, aes, chacha };
+  Cipher cipher = Cipher::none;
+  static constexpr std::uint64_t kUnixNow = 1'800'000'000;
+  sec::TokenKey token_key{1, {}};
+
+  FanoutRig(std::size_t n, std::size_t room, bool fixed_throttle, bool lend = false,
+            Cipher c = Cipher::none)
+      : clients(n), room_size(room), cipher(c) {
     config.peer_limit = n + 16;
     // With acknowledgements held, the RTT jumps once connected and ENet's throttle would
     // narrow the send window until its next epoch, capping what is in flight: the queues
     // would stay short, and copies would miss their tick.
     if (fixed_throttle) config.throttle_deceleration = 0;
-    client = std::make_unique<HostCore>(config);
-    server = std::make_unique<HostCore>(config);
+    HostConfig client_config = config;
+    client_config.lend_payloads = lend;
+    client_config.secure_aes = c == Cipher::aes;
+    HostConfig server_config = config;
+    if (c != Cipher::none) {
+      token_key.key.fill(0x42);
+      server_config.security = Security::required;
+      server_config.verify_before_peer = true;
+      server_config.token_keys.keys[0] = token_key;
+      server_config.token_keys.count = 1;
+      server_config.secure_addresses[0] = kServerEp;
+      server_config.secure_address_count = 1;
+      server_config.secure_aes = c == Cipher::aes;
+    }
+    client = std::make_unique<HostCore>(client_config);
+    server = std::make_unique<HostCore>(server_config);
+    server->set_unix_time(now_us, kUnixNow);
+  }
+
+  PeerHandle connect_one(std::size_t i) {
+    if (cipher == Cipher::none) {
+      return client->connect(now_us, kServerEp, 1, static_cast<std::uint32_t>(i));
+    }
+    sec::TokenContents c;
+    c.client_id = i;
+    c.timeout_s = 30;
+    c.server_count = 1;
+    c.servers[0] = kServerEp;
+    c.client_to_server.fill(static_cast<std::uint8_t>(i));
+    c.server_to_client.fill(static_cast<std::uint8_t>(i + 1));
+    std::array<std::uint8_t, sec::kTokenBytes> token{};
+    sec::mint_token(token_key, kUnixNow, kUnixNow + 3600, c, token);
+    std::array<std::uint8_t, 16> salt{};
+    std::memcpy(salt.data(), &i, sizeof i);
+    return client->connect_secure(now_us, kServerEp, 1, static_cast<std::uint32_t>(i), token,
+                                  c.client_to_server, c.server_to_client, salt);
   }
 
   static std::uint64_t ns() {
@@ -357,7 +402,7 @@ struct FanoutRig {
     to_server.resize(clients);
     server_peer.resize(clients);
     for (std::size_t i = 0; i < clients; ++i) {
-      to_server[i] = client->connect(now_us, kServerEp, 1, static_cast<std::uint32_t>(i));
+      to_server[i] = connect_one(i);
       if (!to_server[i].valid()) return false;
     }
     for (int i = 0; i < 20; ++i) {
@@ -367,6 +412,8 @@ struct FanoutRig {
     for (std::size_t i = 0; i < clients; ++i) {
       if (client->peer_state(to_server[i]) != PeerState::connected || !server_peer[i].valid())
         return false;
+      if ((cipher != Cipher::none) != client->peer_secure(to_server[i])) return false;
+      if ((cipher == Cipher::aes) != client->peer_secure_aes(to_server[i])) return false;
     }
     return true;
   }
@@ -393,13 +440,14 @@ struct FanoutRig {
   }
 };
 
-void BM_RelayFanout(benchmark::State& state) {
+void relay_fanout(benchmark::State& state, FanoutRig& rig) {
   const auto clients = static_cast<std::size_t>(state.range(0));
   const auto room = static_cast<std::size_t>(state.range(1));
   const auto hold = static_cast<std::size_t>(state.range(2));
-  FanoutRig rig(clients, room, hold != 0);
   if (!rig.connect()) {
-    state.SkipWithError("clients did not connect");
+    state.SkipWithError(rig.cipher == FanoutRig::Cipher::aes && !sec::aes_available()
+                            ? "no AES-NI"
+                            : "clients did not connect");
     return;
   }
   rig.hold_ticks = hold;
@@ -410,6 +458,7 @@ void BM_RelayFanout(benchmark::State& state) {
   for (std::size_t i = 0; i < 5 + hold * 20; ++i) rig.tick();
   rig.server_ns = rig.client_ns = rig.copies = 0;
   const std::uint64_t warmup_retransmits = rig.server->counters().retransmits;
+  const HostCounters server_before = rig.server->counters();
   rig.measuring = true;
   for (auto _ : state) {
     if (rig.tick() != expected) {
@@ -425,10 +474,42 @@ void BM_RelayFanout(benchmark::State& state) {
       static_cast<double>(rig.server->counters().retransmits - warmup_retransmits);
   state.counters["copies_per_datagram"] = static_cast<double>(rig.server->counters().messages_out) /
                                           static_cast<double>(rig.server->counters().datagrams_out);
+  if (rig.cipher != FanoutRig::Cipher::none) {
+    // The AEAD calls a relay pays per copy: seals of its datagrams out, opens of the
+    // messages and acknowledgements in.
+    const HostCounters& after = rig.server->counters();
+    state.counters["server_seals_per_copy"] =
+        static_cast<double>(after.sealed_out - server_before.sealed_out) / copies;
+    state.counters["server_opens_per_copy"] =
+        static_cast<double>(after.opened_in - server_before.opened_in) / copies;
+  }
+}
+
+void BM_RelayFanout(benchmark::State& state) {
+  FanoutRig rig(static_cast<std::size_t>(state.range(0)), static_cast<std::size_t>(state.range(1)),
+                state.range(2) != 0);
+  relay_fanout(state, rig);
 }
 // Arguments: clients, room size, ticks the acknowledgements are held (0: none, each tick's
 // copies are acknowledged within it; 16: about 112 copies per client in flight).
 BENCHMARK(BM_RelayFanout)->Args({1000, 8, 0})->Args({1000, 8, 16})->Unit(benchmark::kMicrosecond);
+// The same with secure sessions (issue 33), the client lending payloads as tern-loadgen does:
+// the last argument is the cipher (0: none, the plain baseline with lending; 1: AES-256-GCM;
+// 2: ChaCha20-Poly1305), so each side's ns per copy encrypted is read against plain's.
+void BM_RelayFanoutSecure(benchmark::State& state) {
+  FanoutRig rig(static_cast<std::size_t>(state.range(0)), static_cast<std::size_t>(state.range(1)),
+                state.range(2) != 0, true, static_cast<FanoutRig::Cipher>(state.range(3)));
+  if (rig.cipher != FanoutRig::Cipher::none && !sec::available()) {
+    state.SkipWithError("built without libsodium");
+    return;
+  }
+  relay_fanout(state, rig);
+}
+BENCHMARK(BM_RelayFanoutSecure)
+    ->Args({1000, 8, 0, 0})
+    ->Args({1000, 8, 0, 1})
+    ->Args({1000, 8, 0, 2})
+    ->Unit(benchmark::kMicrosecond);
 // A fixed number of ticks, for counts that must repeat (micro/misses.py runs it under
 // callgrind): TERN_FANOUT_TICKS=N adds BM_RelayFanout/.../iterations:N.
 const bool fanout_fixed = [] {

@@ -48,6 +48,7 @@ class SecureCore : public ::testing::Test {
   std::size_t received_from_client = 0;
   bool server_aes = true;  // HostConfig::secure_aes of the next server and clients made
   bool client_aes = true;
+  bool client_lend = false;  // HostConfig::lend_payloads of the next clients made
 
   struct Client {
     std::unique_ptr<HostCore> core;
@@ -90,6 +91,7 @@ class SecureCore : public ::testing::Test {
     HostConfig c;
     c.random_seed = seed;
     c.secure_aes = client_aes;
+    c.lend_payloads = client_lend;
     return Client{std::make_unique<HostCore>(c), Endpoint::v4(addr, port), {}};
   }
 
@@ -494,6 +496,90 @@ TEST_F(SecureCore, ResentConnectsEachGetTheirOwnVerify) {
   const std::size_t hsize = 4;  // peer word + sent time
   EXPECT_NE(std::memcmp(verifies[0].bytes.data() + hsize, verifies[1].bytes.data() + hsize, 8), 0);
   EXPECT_EQ(events(*server).connects, 1u);
+}
+
+// A lending receiver gets the messages of sealed datagrams as views too: several messages in
+// one sealed datagram, and several datagrams opened before the events are taken, each view
+// still holding its own message when the events are read. Past the core's open buffer the
+// rest come as Packets, in order, nothing lost or doubled.
+TEST_F(SecureCore, LendingReceiverGetsViewsOfSealedDatagrams) {
+  make_server(Security::required);
+  client_lend = true;
+  Client c = client(0x0a000002, 5000, 21);
+  connect_secure(c, mint());
+  pump({&c}, 10);
+  ASSERT_EQ(c.core->peer_state(c.peer), PeerState::connected);
+  const PeerHandle sp = events(*server).last_peer;
+  (void)events(*c.core);
+  const auto message = [](std::size_t i, std::size_t size) {
+    std::string m = "m" + std::to_string(i) + "-";
+    m.resize(size, static_cast<char>('a' + i % 26));
+    return m;
+  };
+  const auto send_down = [&](std::size_t from, std::size_t count, std::size_t size) {
+    for (std::size_t i = from; i < from + count; ++i) {
+      const std::string m = message(i, size);
+      ASSERT_EQ(
+          server->send(sp, 0, Delivery::reliable, std::as_bytes(std::span(m.data(), m.size()))),
+          SendResult::ok);
+    }
+  };
+  struct Got {
+    std::vector<std::string> messages;
+    std::size_t lent = 0;
+    std::size_t packets = 0;
+  };
+  const auto take = [&] {
+    Got g;
+    Event ev;
+    while (c.core->poll_event(ev)) {
+      if (ev.type != EventType::receive) continue;
+      (ev.packet ? g.packets : g.lent) += 1;
+      const auto p = ev.payload();
+      g.messages.emplace_back(reinterpret_cast<const char*>(p.data()), p.size());
+    }
+    return g;
+  };
+  // 12 messages of 300 bytes: several to a datagram, several datagrams, all opened (pump
+  // rounds) before any event is taken.
+  const std::uint64_t datagrams_before = c.core->counters().opened_in;
+  send_down(0, 12, 300);
+  pump({&c}, 4);
+  const std::uint64_t opened = c.core->counters().opened_in - datagrams_before;
+  const Got first = take();
+  ASSERT_EQ(first.messages.size(), 12u);
+  for (std::size_t i = 0; i < 12; ++i) EXPECT_EQ(first.messages[i], message(i, 300)) << i;
+  EXPECT_EQ(first.lent, 12u);
+  EXPECT_EQ(first.packets, 0u);
+  EXPECT_GE(opened, 3u);       // more than one datagram's views held at once
+  EXPECT_LT(opened, 12u + 4);  // and several messages shared a datagram
+  EXPECT_EQ(c.core->counters().buffered_bytes, 0u);
+
+  // Far more than the open buffer holds before the events are taken: those past it come as
+  // Packets of their own, all in order.
+  constexpr std::size_t kMany = 400;
+  const std::uint64_t in_before = c.core->counters().messages_in;
+  send_down(100, kMany, 1000);
+  for (int r = 0; r < 4000 && c.core->counters().messages_in < in_before + kMany; ++r) {
+    pump({&c}, 1);
+  }
+  const Got second = take();
+  ASSERT_EQ(second.messages.size(), kMany);
+  for (std::size_t i = 0; i < kMany; ++i) {
+    EXPECT_EQ(second.messages[i], message(100 + i, 1000)) << i;
+  }
+  EXPECT_GT(second.lent, 0u);
+  EXPECT_GT(second.packets, 0u);
+  EXPECT_EQ(c.core->counters().drops[Drop::bad_seal], 0u);
+  EXPECT_EQ(c.core->counters().buffered_bytes, 0u);
+
+  // Taken: the next datagrams open at the start again and are lent.
+  send_down(1000, 3, 300);
+  pump({&c}, 4);
+  const Got third = take();
+  ASSERT_EQ(third.messages.size(), 3u);
+  EXPECT_EQ(third.lent, 3u);
+  for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(third.messages[i], message(1000 + i, 300));
 }
 
 }  // namespace
