@@ -500,6 +500,7 @@ int main(int argc, char** argv) {
   sum.add("busy_us", t.loop_time_us - std::min(t.loop_time_us, t.idle_poll_us));
   sum.add("retransmits", t.retransmits);
   sum.add("fast_retransmits", t.fast_retransmits);
+  sum.add("timeouts_deferred", t.timeouts_deferred);
   sum.add("timeouts", t.timeouts);
   sum.add("tx_waits", t.tx_waits);
   sum.add("tx_dropped", t.tx_dropped);

@@ -1112,6 +1112,10 @@ const ShardMetric kShardMetrics[] = {
      "Reliable commands found lost because later ones were acknowledged (resent before "
      "their timeout).",
      &SC::fast_retransmits},
+    {"tern_relay_timeouts_deferred_total", "counter",
+     "Retransmission timeouts put off while the relay read behind its input (the acks may be "
+     "waiting unread).",
+     &SC::timeouts_deferred},
     {"tern_relay_discovery_pings_total", "counter",
      "Discovery pings received ([discovery]), answered or not.", &SC::discovery_pings_in},
     {"tern_relay_discovery_answers_total", "counter",

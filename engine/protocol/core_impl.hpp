@@ -85,6 +85,13 @@ struct HostCore::Impl {
   std::int64_t unix_offset_us = 0;
   bool datagram_sealed = false;    // the datagram being handled was opened into open_buf
   bool shedding_connects = false;  // HostCore::shed_connects
+  // HostCore::input_read_until, in ms; "never told" reads as the clock.
+  std::uint64_t input_read_ms = UINT64_MAX;
+  // The time retransmission timeouts are judged at (HostCore::input_read_until).
+  std::uint64_t timeout_clock_ms() const {
+    if (input_read_ms >= now_ms) return now_ms;
+    return std::max(input_read_ms, now_ms - std::min(now_ms, HostCore::kMaxInputLagMs));
+  }
   alignas(64) std::array<std::byte, kMaxMtu + 64> open_buf;
   // With lend_payloads, sealed datagrams open here instead, one after another, so their
   // messages can be lent as a plaintext datagram's are: a view stays valid until the caller

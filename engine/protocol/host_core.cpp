@@ -374,6 +374,8 @@ std::size_t HostCore::send_many(std::span<const PeerHandle> peers, std::uint8_t 
 
 void HostCore::shed_connects(bool on) { impl_->shedding_connects = on; }
 
+void HostCore::input_read_until(std::uint64_t now_us) { impl_->input_read_ms = now_us / 1000; }
+
 void HostCore::hold_intake(PeerHandle peer, bool held) {
   Peer* p = impl_->find(peer);
   if (p == nullptr || p->intake_held == held) return;

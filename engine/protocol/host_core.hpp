@@ -312,6 +312,8 @@ struct HostCounters {
   std::uint64_t retransmits = 0;
   std::uint64_t fast_retransmits = 0;  // commands found lost by later acks (fast_retransmit)
   std::uint64_t nodelay_resends = 0;   // of which found by nodelay's count of later acks
+  // Retransmission timeouts put off: due by the clock, not yet by input_read_until.
+  std::uint64_t timeouts_deferred = 0;
   std::uint64_t acks_out = 0;
   // Redundancy: copies of unacknowledged reliable commands carried in later datagrams, ack
   // ranges written again, and the repeats that acknowledged something not yet acknowledged.
@@ -477,6 +479,16 @@ class HostCore {
   // of the half-open table (WIRE.md, "Handshake under attack"). Clients resend a CONNECT left
   // unanswered.
   void shed_connects(bool on);
+  // Every datagram that reached the runtime before `now_us` has been passed to on_datagram (its
+  // receive step found the input empty). Until then an acknowledgement may be waiting unread in
+  // our own input queue, so retransmission timeouts are judged at this time, not at the clock:
+  // a runtime reading far behind its input would otherwise resend what its peers already
+  // acknowledged, and every resend earns another ack to read. Runtimes that never call it are
+  // judged by the clock. The lag is capped at kMaxInputLagMs: under sustained overload the
+  // input is never found empty, and a copy lost on the way (a receiver's full socket) must
+  // still be resent within about a second, not only once the overload ends.
+  void input_read_until(std::uint64_t now_us);
+  static constexpr std::uint64_t kMaxInputLagMs = 1000;
   // Graceful: queued data is discarded, a reliable disconnect is sent, and a disconnect event
   // (reason local) follows the acknowledgement or a timeout.
   void disconnect(PeerHandle peer, std::uint32_t data);

@@ -16,23 +16,25 @@ namespace tern::proto {
 // is gone).
 inline bool HostCore::Impl::check_timeouts(Peer& p) {
   PeerQueues& q = queues(p);
+  // Not the clock: an ack may wait unread in our input (HostCore::input_read_until).
+  const std::uint64_t at_ms = timeout_clock_ms();
   const std::uint64_t first_sent_ms =
       q.sent_reliable.empty() ? 0 : q.sent_reliable.front()->sent_time_ms;
   OutCmd* insert_after = nullptr;
   OutCmd* c = q.sent_reliable.front();
   while (c != nullptr) {
     OutCmd* next = c->next_;
-    if (now_ms - c->sent_time_ms < c->rto_ms) break;
+    if (c->sent_time_ms + c->rto_ms > at_ms) break;
     if (q.earliest_timeout == 0 || c->sent_time_ms < q.earliest_timeout) {
       q.earliest_timeout = c->sent_time_ms;
     }
-    if (now_ms - q.earliest_timeout >= timeout_maximum(p)) {
+    if (at_ms - q.earliest_timeout >= timeout_maximum(p)) {
       notify_disconnect(p, DisconnectReason::timeout);
       return true;
     }
     if ((std::uint64_t{1} << std::min<std::uint32_t>(c->send_attempts - 1, 62)) >=
             timeout_limit(p) &&
-        now_ms - q.earliest_timeout >= timeout_minimum(p)) {
+        at_ms - q.earliest_timeout >= timeout_minimum(p)) {
       // ENet gives up here. A peer whose datagrams still arrive is alive and only our
       // commands or its acks are being lost: keep trying (until the maximum) as long as
       // it was heard from since the previous timeout.

@@ -53,7 +53,13 @@ inline std::uint64_t HostCore::Impl::next_deadline_us() const {
 // keep-alive ping of a connection with nothing in flight or waiting. False when the peer timed
 // out and is gone.
 inline bool HostCore::Impl::run_timers(Peer& p) {
-  if (!p.sent_empty() && now_ms >= p.queues->next_timeout && check_timeouts(p)) return false;
+  if (!p.sent_empty() && now_ms >= p.queues->next_timeout) {
+    if (timeout_clock_ms() < p.queues->next_timeout) {
+      ++counters.timeouts_deferred;
+    } else if (check_timeouts(p)) {
+      return false;
+    }
+  }
   if (wants_keepalive_ping(p) && now_ms - p.last_receive_time >= ping_after(p)) {
     queue_keepalive_ping(p);
   }

@@ -74,6 +74,10 @@ class CoreIoFor : public CoreIoLimits {
       if (n == 0 || (n < rx.size() && caps_.short_burst_means_empty)) {
         rx_more_ = n >= kDenseBurst;
         rx_full_ = false;
+        // The input was found empty: whatever arrived before `now` has been read, acks
+        // included. A receive that stops at the burst limit leaves the core's horizon where
+        // it was, so it does not time out commands whose acks may be waiting unread.
+        if constexpr (requires { core_.input_read_until(now); }) core_.input_read_until(now);
         return total;
       }
     }

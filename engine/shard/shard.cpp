@@ -70,6 +70,7 @@ struct Shard::LiveCounters {
   std::atomic<std::uint64_t> peer_timer_runs{0};
   std::atomic<std::uint64_t> retransmits{0};
   std::atomic<std::uint64_t> fast_retransmits{0};
+  std::atomic<std::uint64_t> timeouts_deferred{0};
   std::atomic<std::uint64_t> half_open{0};
   std::atomic<std::uint64_t> half_open_created{0};
   std::atomic<std::uint64_t> half_open_evicted{0};
@@ -669,6 +670,7 @@ void Shard::publish_counters(const Driver& driver) {
   l.peer_timer_runs.store(c.peer_timer_runs, r);
   l.retransmits.store(c.retransmits, r);
   l.fast_retransmits.store(c.fast_retransmits, r);
+  l.timeouts_deferred.store(c.timeouts_deferred, r);
   l.half_open.store(c.half_open, r);
   l.half_open_created.store(c.half_open_created, r);
   l.half_open_evicted.store(c.half_open_evicted, r);
@@ -780,6 +782,7 @@ ShardCounters Shard::counters() const {
   s.peer_timer_runs = l.peer_timer_runs.load(r);
   s.retransmits = l.retransmits.load(r);
   s.fast_retransmits = l.fast_retransmits.load(r);
+  s.timeouts_deferred = l.timeouts_deferred.load(r);
   s.half_open = l.half_open.load(r);
   s.half_open_created = l.half_open_created.load(r);
   s.half_open_evicted = l.half_open_evicted.load(r);
@@ -979,6 +982,7 @@ ShardCounters ShardGroup::total() const {
     t.peer_timer_runs += c.peer_timer_runs;
     t.retransmits += c.retransmits;
     t.fast_retransmits += c.fast_retransmits;
+    t.timeouts_deferred += c.timeouts_deferred;
     t.half_open += c.half_open;
     t.half_open_created += c.half_open_created;
     t.half_open_evicted += c.half_open_evicted;

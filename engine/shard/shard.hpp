@@ -124,6 +124,9 @@ struct ShardCounters {
   std::uint64_t peer_timer_runs = 0;   // peers whose timer fired: the work idle peers cost
   std::uint64_t retransmits = 0;       // reliable commands sent again: loss, or an RTO too short
   std::uint64_t fast_retransmits = 0;  // commands found lost by later acks (fast_retransmit)
+  // Retransmission timeouts put off while the shard read behind its input (acks may be waiting
+  // unread: proto::HostCore::input_read_until).
+  std::uint64_t timeouts_deferred = 0;
   // The handshake under attack (proto::HostConfig::verify_before_peer; WIRE.md).
   std::uint64_t half_open = 0;             // half-open handshakes held now (gauge)
   std::uint64_t half_open_created = 0;     // CONNECTs from unknown sources given a half-open entry
