@@ -11,7 +11,6 @@
 #include <memory>
 #include <span>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace tern::ping {
@@ -19,7 +18,6 @@ namespace tern::ping {
 namespace {
 
 constexpr auto kStopGrace = std::chrono::seconds(2);
-constexpr auto kSignalPoll = std::chrono::milliseconds(20);
 
 // Written only by its shard's thread (the handler); read by main after the threads are
 // joined, except `live`, which main reads while they run.
@@ -101,7 +99,7 @@ int run_server(const ServeConfig& config) {
   std::printf("serving %s\n", group.local_endpoint().to_string().c_str());
   std::fflush(stdout);
 
-  while (!tern::app::stop_requested()) std::this_thread::sleep_for(kSignalPoll);
+  tern::app::wait_for_stop();
 
   std::int64_t live = 0;
   for (const auto& st : stats) live += st->live.load(std::memory_order_relaxed);

@@ -208,8 +208,13 @@ struct HostCore::Impl {
   // client's ping (heard_ping). One pinger per connection with any client, and still a
   // ping from each side once the other falls silent.
   static constexpr std::uint32_t kAcceptedPingIntervals = 4;
+  // With idle pings agreed (idle_pings.cpp) the client's interval is keepalive_interval's,
+  // and the accepting side waits two intervals longer than that, so the client's ping comes
+  // first and the server's rides with its answer (heard_ping) as before.
   std::uint32_t ping_after(const Peer& p) const {
-    return p.accepted ? kAcceptedPingIntervals * ping_interval(p) : ping_interval(p);
+    if (!p.accepted) return keepalive_interval(p);
+    return p.idle_pings ? (config.idle_ping_intervals + 2) * ping_interval(p)
+                        : kAcceptedPingIntervals * ping_interval(p);
   }
   bool wants_keepalive_ping(const Peer& p) const {
     return p.state == PeerState::connected && p.sent_empty() && p.outgoing_reliable_empty();
@@ -702,6 +707,11 @@ struct HostCore::Impl {
   std::uint64_t cc_wake_ms(const Peer& p) const;
   bool cc_express(const Peer& p, const Command& cmd, const Channel& ch, std::uint16_t length) const;
   bool cc_channel(const Peer& p, std::uint8_t channel_id) const;
+  // ---- idle_pings.cpp: extension: keep-alive pings every few intervals between Tern peers --
+  std::uint32_t idle_pings_offered() const;
+  std::uint32_t idle_pings_agreed(const Peer& p) const;
+  void idle_pings_on_agreed(Peer& p, std::uint32_t agreed);
+  std::uint32_t keepalive_interval(const Peer& p) const;
   // ---- pmtu.cpp: extension: path MTU discovery, probes and their acknowledgements --------
   static constexpr std::uint16_t kPmtuStep = 16;  // the search ends when lo and hi are closer
   static constexpr std::uint32_t kPmtuStartMs = 200;

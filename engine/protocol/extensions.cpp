@@ -9,10 +9,13 @@ namespace tern::proto {
 
 // ---- the hello: what we offer, and what each connection agreed to --------------------------
 
-// What a connecting hello offers.
+// What a connecting hello offers. Idle pings alone send no hello: a host with every other
+// extension off behaves exactly as ENet (HostConfig::selective_acks).
 inline std::uint32_t HostCore::Impl::local_features() const {
-  return selective_acks_offered() | nodelay_offered() | delivery_modes_offered() |
-         redundancy_offered() | blocks_offered() | cc_offered() | pmtu_offered();
+  const std::uint32_t others = selective_acks_offered() | nodelay_offered() |
+                               delivery_modes_offered() | redundancy_offered() | blocks_offered() |
+                               cc_offered() | pmtu_offered();
+  return others != 0 ? others | idle_pings_offered() : 0;
 }
 
 // What a hello may name that we take up: what we offer, and what we honour for the other side
@@ -24,7 +27,8 @@ inline std::uint32_t HostCore::Impl::understood_features() const {
 // The features a hello's answer names for this connection (the server's VERIFY side).
 inline std::uint32_t HostCore::Impl::agreed_features(const Peer& p) const {
   return selective_acks_agreed(p) | nodelay_agreed(p) | delivery_modes_agreed(p) |
-         redundancy_agreed(p) | blocks_agreed(p) | cc_agreed(p) | pmtu_agreed(p);
+         redundancy_agreed(p) | blocks_agreed(p) | cc_agreed(p) | pmtu_agreed(p) |
+         idle_pings_agreed(p);
 }
 
 // What agreed_features names for a connection once on_features_agreed took `agreed`, without a
@@ -36,6 +40,7 @@ inline std::uint32_t HostCore::Impl::answer_features(std::uint32_t agreed) const
   if (config.redundancy && (agreed & kFeatureRedundancy) != 0) out |= kFeatureRedundancy;
   if (config.congestion_control && (agreed & kFeatureCongestion) != 0) out |= kFeatureCongestion;
   if (config.pmtu && (agreed & kFeaturePmtu) != 0) out |= kFeaturePmtu;
+  out |= agreed & local_features() & kFeatureIdlePings;
   return out;
 }
 
@@ -47,6 +52,7 @@ inline void HostCore::Impl::on_features_agreed(Peer& p, std::uint32_t agreed) {
   blocks_on_agreed(p, agreed);
   cc_on_agreed(p, agreed);
   pmtu_on_agreed(p, agreed);
+  idle_pings_on_agreed(p, agreed);
 }
 
 // ---- commands: the extensions' rules in the command table (command_table.cpp) -------------

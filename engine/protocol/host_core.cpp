@@ -19,6 +19,7 @@
 #include "extensions.cpp"
 #include "fast_retransmit.cpp"
 #include "handshake.cpp"
+#include "idle_pings.cpp"
 #include "intake.cpp"
 #include "nodelay.cpp"
 #include "peer_blocks.cpp"

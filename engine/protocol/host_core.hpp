@@ -274,6 +274,15 @@ struct HostConfig {
   // Plain ENet peers keep the negotiated MTU.
   bool pmtu = false;
   std::uint32_t pmtu_max = kMaxMtu;
+  // Idle pings (WIRE.md, "Extensions", feature bit 5; negotiated, both sides must offer it):
+  // between Tern peers, the connecting side's keep-alive ping goes after this many ping
+  // intervals of silence instead of one (the accepting side, which answers those pings and
+  // adds its own every 4 intervals, is unchanged), so an idle connection costs that many
+  // times fewer datagrams. Timeouts are unchanged (ENet's minimum and limit count from the
+  // ping); a dead server is noticed up to (n - 1) intervals later. 0 or 1: never offered;
+  // plain ENet peers keep ENet's interval, and so does a host with every other extension off
+  // (it sends no hello).
+  std::uint32_t idle_ping_intervals = 4;
   double discovery_rate_per_address = 4;
   double discovery_burst_per_address = 8;
   double discovery_rate_per_prefix = 64;

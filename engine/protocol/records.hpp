@@ -517,6 +517,8 @@ struct Peer {
   bool congestion_control : 1 = false;
   // Path MTU discovery agreed in the hello: probes go both ways (state in PeerExtra).
   bool pmtu : 1 = false;
+  // Idle pings agreed in the hello: keep-alive pings every few intervals (idle_pings.cpp).
+  bool idle_pings : 1 = false;
   // Secure sessions: the connection has keys (extra->secure); its datagrams are sealed once
   // the handshake answered.
   bool secure : 1 = false;

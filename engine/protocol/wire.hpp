@@ -134,6 +134,8 @@ inline constexpr std::uint32_t kFeatureSelectiveAcks = 1u << 0;
 inline constexpr std::uint32_t kFeatureNodelay = 1u << 1;
 inline constexpr std::uint32_t kFeatureRedundancy = 1u << 2;
 inline constexpr std::uint32_t kFeatureDeliveryModes = 1u << 3;
+// Idle pings: keep-alive pings every HostConfig::idle_ping_intervals ping intervals.
+inline constexpr std::uint32_t kFeatureIdlePings = 1u << 5;
 // Large blocks (TernExtKind::block_slice and block_ack; WIRE.md, "Large blocks").
 inline constexpr std::uint32_t kFeatureBlocks = 1u << 6;
 // A block_slice's data: block ID (2), slice size (2), total size (4), slice count (4), slice

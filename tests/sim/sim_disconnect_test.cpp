@@ -73,10 +73,13 @@ struct Pair {
 
   Pair(std::uint64_t seed, const char* label, const drv::LinkConditions& link,
        const proto::HostConfig& cfg = proto::HostConfig{})
+      : Pair(seed, label, link, cfg, cfg) {}
+  Pair(std::uint64_t seed, const char* label, const drv::LinkConditions& link,
+       const proto::HostConfig& server_cfg, const proto::HostConfig& client_cfg)
       : h(seed, label) {
     h.net().set_default_link(link);
-    server = &h.add_host("server", cfg);
-    client = &h.add_host("client", cfg);
+    server = &h.add_host("server", server_cfg);
+    client = &h.add_host("client", client_cfg);
     if (auto c = h.connect(*client, *server, 2, 0xC0)) {
       conn = *c;
       up = true;
@@ -315,10 +318,14 @@ TEST(SimDisconnect, ResetFromServerRemoteTimesOut) { reset(false, 0xD009); }
 
 // A link that dies after the handshake: both sides time out, reason timeout, within ENet's
 // window. With reliable data queued (the sender's retransmissions drive its timeout) and with
-// both sides idle (the pings do).
-void dead_link(bool with_traffic, std::uint64_t seed) {
-  const proto::HostConfig cfg;
-  const char* label = with_traffic ? "dead_link_busy" : "dead_link_idle";
+// both sides idle (the pings do), between Tern peers (idle pings agreed) and at ENet's ping
+// interval.
+void dead_link(bool with_traffic, std::uint64_t seed, std::uint32_t idle_ping_intervals = 4) {
+  proto::HostConfig cfg;
+  cfg.idle_ping_intervals = idle_ping_intervals;
+  const char* label = with_traffic              ? "dead_link_busy"
+                      : idle_ping_intervals > 1 ? "dead_link_idle"
+                                                : "dead_link_idle_enet_interval";
   Pair p(seed, label, clean_link(), cfg);
   ASSERT_TRUE(p.up) << p.h.seed_note();
   if (with_traffic) {
@@ -369,13 +376,20 @@ void dead_link(bool with_traffic, std::uint64_t seed) {
 
 TEST(SimTimeout, DeadLinkWithReliableTrafficPending) { dead_link(true, 0xDEAD1); }
 TEST(SimTimeout, DeadLinkWithIdlePeers) { dead_link(false, 0xDEAD2); }
+TEST(SimTimeout, DeadLinkWithIdlePeersAtEnetsPingInterval) { dead_link(false, 0xDEAD3, 1); }
+
+proto::HostConfig enet_ping_interval() {
+  proto::HostConfig cfg;
+  cfg.idle_ping_intervals = 1;
+  return cfg;
+}
 
 // Keep-alive: the connecting side pings after each silence of a ping interval, as ENet does;
 // the accepting side answers those pings and adds its own only every few intervals, in the
 // datagram of an answer, to keep its RTT estimate fed: 3 datagrams per client ping instead of
-// 4 when both sides ping.
+// 4 when both sides ping. Idle pings off, as with a plain ENet peer on the other side.
 TEST(SimPing, TheClientPingsAndTheServerOnlyRefreshesItsRtt) {
-  Pair p(0xB1A6, "client_pings", clean_link());
+  Pair p(0xB1A6, "client_pings", clean_link(), enet_ping_interval());
   ASSERT_TRUE(p.up) << p.h.seed_note();
   const std::uint64_t client_before = p.client->core->counters().pings_out;
   const std::uint64_t server_before = p.server->core->counters().pings_out;
@@ -408,7 +422,7 @@ TEST(SimPing, TheClientPingsAndTheServerOnlyRefreshesItsRtt) {
 // A client that stops pinging (its own interval set far out) still hears from the server,
 // which pings after 4 intervals without an acknowledgement; nobody times out.
 TEST(SimPing, TheServerPingsWhenTheClientIsSilent) {
-  Pair p(0xB1A7, "server_pings", clean_link());
+  Pair p(0xB1A7, "server_pings", clean_link(), enet_ping_interval());
   ASSERT_TRUE(p.up) << p.h.seed_note();
   p.client->core->set_ping_interval(p.conn.client, 60'000);
   p.h.run_for(1 * kSec);
@@ -424,6 +438,72 @@ TEST(SimPing, TheServerPingsWhenTheClientIsSilent) {
   EXPECT_EQ(p.client->count(EventType::disconnect, p.conn.client), 0u);
   EXPECT_EQ(p.server->count(EventType::disconnect, p.conn.server), 0u);
 }
+
+// Idle pings agreed (the default between Tern peers): the client pings after 4 intervals of
+// silence (2 s); the server, whose own pings stay every 4 intervals, puts one in nearly every
+// answer. A quarter of the client's pings and answers of ENet's interval, and both RTT
+// estimates still fed.
+TEST(SimPing, IdleTernPeersPingEveryFourIntervals) {
+  Pair p(0xB1A8, "idle_pings", clean_link());
+  ASSERT_TRUE(p.up) << p.h.seed_note();
+  const auto& cc = p.client->core->counters();
+  const auto& sc = p.server->core->counters();
+  const std::uint64_t client_before = cc.pings_out;
+  const std::uint64_t server_before = sc.pings_out;
+  const std::uint64_t server_out_before = sc.datagrams_out;
+  const std::uint64_t server_in_before = sc.datagrams_in;
+  p.h.run_for(40 * kSec);
+  p.h.print_summary();
+  const std::uint64_t client_pings = cc.pings_out - client_before;
+  const std::uint64_t server_pings = sc.pings_out - server_before;
+  const std::uint64_t server_out = sc.datagrams_out - server_out_before;
+  const std::uint64_t server_in = sc.datagrams_in - server_in_before;
+  std::printf(
+      "[sim] idle_pings: 40 s idle, client pings %llu, server pings %llu, server datagrams in "
+      "%llu out %llu\n",
+      static_cast<unsigned long long>(client_pings), static_cast<unsigned long long>(server_pings),
+      static_cast<unsigned long long>(server_in), static_cast<unsigned long long>(server_out));
+  // One ping per 4 intervals plus a round trip (2.02 s): 19 or 20 in 40 s.
+  EXPECT_GE(client_pings, 18u);
+  EXPECT_LE(client_pings, 21u);
+  EXPECT_GE(server_pings + 2, client_pings);
+  EXPECT_LE(server_pings, client_pings + 1);
+  EXPECT_EQ(server_out, client_pings) << "the server's pings ride with its answers";
+  // ENet's interval: ~77 client pings and as many answers, plus ~25 server pings and their
+  // acks, in 40 s (the client_pings test: 91 datagrams in 20 s).
+  EXPECT_LE(server_in + server_out, 3 * client_pings + 2);
+  PeerStats st;
+  ASSERT_TRUE(p.client->core->peer_stats(p.conn.client, st));
+  EXPECT_GE(st.rtt_ms, 15u) << "the client's pings keep its RTT estimate fed";
+  EXPECT_LE(st.rtt_ms, 30u);
+  ASSERT_TRUE(p.server->core->peer_stats(p.conn.server, st));
+  EXPECT_GE(st.rtt_ms, 15u) << "the server's own pings keep its RTT estimate fed";
+  EXPECT_LE(st.rtt_ms, 30u);
+  EXPECT_EQ(p.client->count(EventType::disconnect, p.conn.client), 0u);
+  EXPECT_EQ(p.server->count(EventType::disconnect, p.conn.server), 0u);
+}
+
+// Idle pings need both sides: either side without them keeps ENet's interval (a plain ENet
+// peer answers no hello, so it is the same as a side that does not offer them).
+void idle_pings_refused(bool server_has_them, std::uint64_t seed) {
+  proto::HostConfig with;
+  const proto::HostConfig without = enet_ping_interval();
+  Pair p(seed, server_has_them ? "idle_pings_client_off" : "idle_pings_server_off", clean_link(),
+         server_has_them ? with : without, server_has_them ? without : with);
+  ASSERT_TRUE(p.up) << p.h.seed_note();
+  const std::uint64_t client_before = p.client->core->counters().pings_out;
+  p.h.run_for(20 * kSec);
+  const std::uint64_t client_pings = p.client->core->counters().pings_out - client_before;
+  std::printf("[sim] idle pings refused (%s side off): 20 s idle, client pings %llu\n",
+              server_has_them ? "client" : "server", static_cast<unsigned long long>(client_pings));
+  EXPECT_GE(client_pings, 35u);
+  EXPECT_LE(client_pings, 41u);
+  EXPECT_EQ(p.client->count(EventType::disconnect, p.conn.client), 0u);
+  EXPECT_EQ(p.server->count(EventType::disconnect, p.conn.server), 0u);
+}
+
+TEST(SimPing, IdlePingsOffOnTheClientKeepEnetsInterval) { idle_pings_refused(true, 0xB1A9); }
+TEST(SimPing, IdlePingsOffOnTheServerKeepEnetsInterval) { idle_pings_refused(false, 0xB1AA); }
 
 }  // namespace
 }  // namespace tern::simtest
