@@ -137,6 +137,7 @@ void each_mirrored_field(C& c, H& h, Each&& each) {
   each(c.verify_before_peer, h.verify_before_peer);
   each(c.half_open_capacity, h.half_open_capacity);
   each(c.half_open_timeout_ms, h.half_open_timeout_ms);
+  each(c.idle_ping_intervals, h.idle_ping_intervals);
 }
 
 // `to = from`, each side in its own type (C's int switches are bools in C++, and back).

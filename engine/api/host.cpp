@@ -79,6 +79,7 @@ proto::HostConfig to_config(const HostOptions& o, std::uint64_t seed, const Endp
   c.verify_before_peer = o.verify_before_peer;
   c.half_open_capacity = o.half_open_capacity;
   c.half_open_timeout_ms = o.half_open_timeout_ms;
+  c.idle_ping_intervals = o.idle_ping_intervals;
   c.pmtu = o.path_mtu;
   c.pmtu_max = o.path_mtu_max;
   c.discovery = o.discovery;

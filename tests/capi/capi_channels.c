@@ -71,7 +71,7 @@ int main(void) {
         "redundancy defaults");
   CHECK(d.nodelay_resend == 2 && d.nodelay_channels[0] == 0, "nodelay defaults");
   CHECK(d.path_mtu_max == 4096 && d.verify_before_peer == 1 && d.half_open_capacity == 65536 &&
-            d.half_open_timeout_ms == 10000,
+            d.half_open_timeout_ms == 10000 && d.idle_ping_intervals == 4,
         "pmtu and handshake defaults");
   CHECK(d.channel_option_count == 0, "no channel rules by default");
   tern_channel_options c = tern_channel_options_default();

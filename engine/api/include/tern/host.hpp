@@ -137,6 +137,10 @@ struct HostOptions {
   bool verify_before_peer = true;
   std::size_t half_open_capacity = 65536;
   std::uint32_t half_open_timeout_ms = 10000;
+  // Idle pings with Tern peers (WIRE.md, feature bit 5): an idle connection's keep-alive ping
+  // every this many ping intervals instead of every one, several times fewer datagrams per idle
+  // peer; a dead peer is noticed up to (n - 1) intervals later. 0 or 1: ENet's interval.
+  std::uint32_t idle_ping_intervals = 4;
   // Offline discovery (WIRE.md, "Discovery"): answer discovery pings from anyone with the
   // bytes of set_discovery_info(), never more than the ping's size, at most
   // discovery_rate_per_address answers a second per address (any port) and

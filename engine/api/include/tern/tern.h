@@ -214,6 +214,7 @@ typedef struct tern_host_options {
   int verify_before_peer;    /* no peer before the source answers a cookie (1) */
   size_t half_open_capacity;
   uint32_t half_open_timeout_ms;
+  uint32_t idle_ping_intervals; /* idle keep-alive pings with Tern peers every n intervals (4) */
   /* Per-channel switches, applied in order (a channel named by several takes the last). */
   tern_channel_options channel_options[TERN_MAX_CHANNEL_RULES];
   size_t channel_option_count; /* at most TERN_MAX_CHANNEL_RULES */
