@@ -41,7 +41,8 @@ read-back is not measured there (the relay's unverified_bytes_out/in counters ar
 relay's CPU is always a whole core (it polls): its busy share (busy_seconds_total, polls that
 found nothing excluded) stands beside the CPU columns for every tern-relay row.
 tern-socket-lg: the same tern-loadgen-only method on the socket driver (the flood from a raw
-socket, from 127.99.0.0/16), for a row comparable with tern-memif.
+socket, from 127.99.0.0/16), for a row comparable with tern-memif; libenet-lg: the same against
+the libenet relay (its flood slots from its SIGUSR1 status line, as for libenet).
 
 Every wait is bounded (the load generator's own duration plus 60 s at most). --quick (the CI
 smoke): 200 clients, a 20,000/s flood for 3 s from 256 sources, 20 new clients, one run; exits
@@ -71,7 +72,8 @@ from runtime_bench import free_port, parse_kv, proc_cpu_s  # noqa: E402
 BASE_SECONDS = 3  # measured seconds before the flood
 MEMIF_SOCK = f"/tmp/tern-connect-flood-{os.getpid()}.sock"
 MEMIF_RELAY_IP, MEMIF_CLIENT_IP = "10.216.0.1", "10.216.0.2"
-LOADGEN_RELAYS = ("tern-memif", "tern-socket-lg")  # flood and new clients from tern-loadgen
+# Flood and new clients from tern-loadgen.
+LOADGEN_RELAYS = ("tern-memif", "tern-socket-lg", "libenet-lg")
 
 
 class Skip(Exception):
@@ -80,7 +82,7 @@ class Skip(Exception):
 
 def unavailable(build, name):
     """Why relay `name` cannot run here (None when it can)."""
-    if name == "tern-socket-lg" and os.geteuid() != 0:
+    if name in ("tern-socket-lg", "libenet-lg") and os.geteuid() != 0:
         return "tern-loadgen's forged flood needs a raw socket (root)"
     if name != "tern-memif":
         return None
@@ -127,7 +129,7 @@ def start_relay(build, name, peers, tern_config=None):
     port = free_port()
     target = f"127.0.0.1:{port}"
     metrics = None
-    if name == "libenet":
+    if name.startswith("libenet"):
         cmd = [os.path.join(build, "perf/reference/enet-relay"), "--listen", target,
                "--peers", str(peers), "--quiet"]
     elif name == "tern-memif":
@@ -164,6 +166,8 @@ def stop(p):
 
 
 def scrape(metrics):
+    if metrics is None:  # the libenet relay: no /metrics
+        return {}
     with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10) as r:
         body = r.read().decode()
     out = {}
@@ -279,13 +283,29 @@ def finish(r):
     return r
 
 
+def slots_mid_flood(r, relay, metrics, relay_lines):
+    """Peer slots in use in the middle of the flood: tern-relay's from /metrics; the libenet
+    relay's from its SIGUSR1 status line, with those not connected (held by the flood)."""
+    if metrics:
+        r["slots_in_use_mid_flood"] = int(scrape(metrics).get("tern_relay_peers", 0))
+        return
+    relay.send_signal(signal.SIGUSR1)
+    limit = time.monotonic() + 5
+    while not any(l.startswith("status") for l in relay_lines) and time.monotonic() < limit:
+        time.sleep(0.01)
+    status = next((parse_kv(l) for l in relay_lines if l.startswith("status")), {})
+    r["slots_in_use_mid_flood"] = status.get("peers_in_use")
+    r["flood_slots"] = status.get("peers_in_use", 0) - status.get("connected", 0)
+
+
 def one_run_loadgen(build, name, a):
-    """tern-memif, tern-socket-lg: tern-loadgen is the established clients, the flood
+    """tern-memif, tern-socket-lg, libenet-lg: tern-loadgen is the established clients, the flood
     (--flood-rate) and the new clients (--late-clients) at once."""
     flood_s, new = a.flood_seconds, a.new_clients
     duration = BASE_SECONDS + flood_s + 2
-    relay, target, metrics, _ = start_relay(build, name, a.clients + new + a.sources * 2 + 64,
-                                            a.tern_config)
+    relay, target, metrics, relay_lines = start_relay(build, name,
+                                                      a.clients + new + a.sources * 2 + 64,
+                                                      a.tern_config)
     lg = Established(build, name, target, a, duration,
                      ["--flood-rate", f"{a.flood_rate:.0f}", "--flood-at", str(BASE_SECONDS),
                       "--flood-for", str(flood_s), "--late-clients", str(new),
@@ -299,11 +319,11 @@ def one_run_loadgen(build, name, a):
         time.sleep(max(0.0, flood_at - time.monotonic()))
         cpu1, t1, before = proc_cpu_s(relay.pid), time.monotonic(), scrape(metrics)
         time.sleep(max(0.0, flood_at + flood_s / 2 - time.monotonic()))
-        mid = scrape(metrics)
-        r["slots_in_use_mid_flood"] = int(mid.get("tern_relay_peers", 0))
+        slots_mid_flood(r, relay, metrics, relay_lines)
         time.sleep(max(0.0, flood_at + flood_s - time.monotonic()))
         cpu2, t2, after_flood = proc_cpu_s(relay.pid), time.monotonic(), scrape(metrics)
-        relay_load(r, ((cpu0, t0), (cpu1, t1), (cpu2, t2)), (before0, before, after_flood))
+        relay_load(r, ((cpu0, t0), (cpu1, t1), (cpu2, t2)),
+                   (before0, before, after_flood) if metrics else None)
         lg.wait_done()
         after = scrape(metrics)
     finally:
@@ -319,7 +339,8 @@ def one_run_loadgen(build, name, a):
         "flood_bytes_out_per_in": None,  # the load generator does not read the answers back
         "loadgen_exit": lg.proc.returncode,
     })
-    relay_accounting(r, a, before, after, r["new_connected"])
+    if metrics:
+        relay_accounting(r, a, before, after, r["new_connected"])
     return finish(r)
 
 
@@ -339,10 +360,10 @@ def one_run(build, name, a):
         flood_at = connected_at + 1 + BASE_SECONDS  # 1 s warm-up, then the quiet seconds
         time.sleep(max(0.0, connected_at + 1 - time.monotonic()))
         cpu0, t0 = proc_cpu_s(relay.pid), time.monotonic()
-        before0 = scrape(metrics) if metrics else {}
+        before0 = scrape(metrics)
         time.sleep(max(0.0, flood_at - time.monotonic()))
         cpu1, t1 = proc_cpu_s(relay.pid), time.monotonic()
-        before = scrape(metrics) if metrics else {}
+        before = scrape(metrics)
         floods = [subprocess.Popen(on1 + [os.path.join(build, "perf/reference/connect-flood"),
                                           "--target", target, "--rate", str(a.flood_rate / 2),
                                           "--duration", str(flood_s), "--sources",
@@ -355,25 +376,14 @@ def one_run(build, name, a):
                                      "--timeout-ms", "10000", "--base", "88"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(max(0.0, flood_s / 2 - 1))
-        if name == "libenet":
-            relay.send_signal(signal.SIGUSR1)
-            limit = time.monotonic() + 5
-            while not any(l.startswith("status") for l in relay_lines) and \
-                    time.monotonic() < limit:
-                time.sleep(0.01)
-            status = next((parse_kv(l) for l in relay_lines if l.startswith("status")), {})
-            r["slots_in_use_mid_flood"] = status.get("peers_in_use")
-            r["flood_slots"] = status.get("peers_in_use", 0) - status.get("connected", 0)
-        else:
-            mid = scrape(metrics)
-            r["slots_in_use_mid_flood"] = int(mid.get("tern_relay_peers", 0))
+        slots_mid_flood(r, relay, metrics, relay_lines)
         flood = [parse_kv(f.communicate(timeout=flood_s + 30)[0]) for f in floods]
         cpu2, t2 = proc_cpu_s(relay.pid), time.monotonic()
         relay_load(r, ((cpu0, t0), (cpu1, t1), (cpu2, t2)),
                    (before0, before, scrape(metrics)) if metrics else None)
         conn = parse_kv(ct.communicate(timeout=30)[0])
         lg.wait_done()
-        after = scrape(metrics) if metrics else {}
+        after = scrape(metrics)
     finally:
         lg.stop()
         stop(relay)
@@ -410,7 +420,7 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build-release"))
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--relays", default="tern-socket,tern-memif,libenet",
-                    help="of tern-socket, tern-socket-lg, tern-memif, libenet")
+                    help="of tern-socket, tern-socket-lg, tern-memif, libenet, libenet-lg")
     ap.add_argument("--clients", type=int, default=1000)
     ap.add_argument("--rate", type=float, default=5)
     ap.add_argument("--flood-rate", type=float, default=100000)
@@ -476,7 +486,7 @@ def main():
     if a.quick:
         bad = []
         for n, s in summary.items():
-            if n == "libenet":
+            if n.startswith("libenet"):
                 continue
             bad += [f"{n}: {what}" for what, ok in [
                 ("a new client failed to connect", s["new_failed"] == 0),
