@@ -229,12 +229,7 @@ TEST_F(ChannelSwitches, DeliveryModesOffOnOneChannel) {
   off.delivery_modes = false;
   Pair& p = add_pair(HostOptions{}, with_rule(HostOptions{}, channel_mask({1}), off));
   connect_all();
-  net_.set_default_link({.loss = 0.2,
-                         .duplicate = 0.05,
-                         .reorder = 0.1,
-                         .latency_us = kOneWayLatencyUs,
-                         .jitter_us = 3000,
-                         .reorder_delay_us = 20'000});
+  net_.set_default_link(hostile_link(3000, 20'000));
   constexpr std::uint32_t kEach = 300;
   for (std::uint32_t i = 0; i < kEach; ++i) {
     for (std::uint8_t ch : {0, 1}) {

@@ -24,14 +24,7 @@ using tern::SendResult;
 
 class DeliveryModes : public SimPairs {
  protected:
-  void go_bad() {
-    net_.set_default_link({.loss = 0.2,
-                           .duplicate = 0.05,
-                           .reorder = 0.1,
-                           .latency_us = kOneWayLatencyUs,
-                           .jitter_us = 3000,
-                           .reorder_delay_us = 20'000});
-  }
+  void go_bad() { net_.set_default_link(hostile_link(3000, 20'000)); }
 
   // The server's receive events for one delivery, as message indexes in arrival order.
   static std::vector<std::uint32_t> arrivals(const Pair& p, Delivery d) {

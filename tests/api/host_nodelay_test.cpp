@@ -147,12 +147,7 @@ TEST_F(Nodelay, TimeoutsGrowByHalfNotDouble) {
 TEST_F(Nodelay, ExactDeliveryUnderLossReorderingAndDuplication) {
   Pair& p = add_pair(with_nodelay(), with_nodelay());
   connect_all();
-  net_.set_default_link({.loss = 0.2,
-                         .duplicate = 0.05,
-                         .reorder = 0.1,
-                         .latency_us = kOneWayLatencyUs,
-                         .jitter_us = 2000,
-                         .reorder_delay_us = 15'000});
+  net_.set_default_link(hostile_link(2000, 15'000));
   constexpr std::uint32_t kMessages = 400;
   for (std::uint32_t i = 0; i < kMessages; ++i) {
     const auto ch = static_cast<std::uint8_t>(i % 2);

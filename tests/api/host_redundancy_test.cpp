@@ -169,12 +169,7 @@ TEST_F(Redundancy, APlainEnetPeerNeverGetsACopy) {
 TEST_F(Redundancy, ExactDeliveryUnderLossReorderingAndDuplication) {
   Pair& p = add_pair(with_redundancy(), with_redundancy());
   connect_all(3);
-  net_.set_default_link({.loss = 0.2,
-                         .duplicate = 0.05,
-                         .reorder = 0.1,
-                         .latency_us = kOneWayLatencyUs,
-                         .jitter_us = 2000,
-                         .reorder_delay_us = 15'000});
+  net_.set_default_link(hostile_link(2000, 15'000));
   constexpr std::uint32_t kMessages = 400;
   for (std::uint32_t i = 0; i < kMessages; ++i) {
     ASSERT_EQ(p.client->send(p.at_client, 0, Delivery::reliable, numbered(i, 64 + i % 300)),
