@@ -501,6 +501,8 @@ int main(int argc, char** argv) {
   sum.add("retransmits", t.retransmits);
   sum.add("fast_retransmits", t.fast_retransmits);
   sum.add("timeouts_deferred", t.timeouts_deferred);
+  sum.add("pacer_waits", t.pacer_waits);
+  sum.add("cwnd_limited", t.cwnd_limited);
   sum.add("timeouts", t.timeouts);
   sum.add("tx_waits", t.tx_waits);
   sum.add("tx_dropped", t.tx_dropped);

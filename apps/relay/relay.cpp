@@ -1116,6 +1116,10 @@ const ShardMetric kShardMetrics[] = {
      "Retransmission timeouts put off while the relay read behind its input (the acks may be "
      "waiting unread).",
      &SC::timeouts_deferred},
+    {"tern_relay_pacer_waits_total", "counter",
+     "Times congestion control's pacer held a member's reliable bulk back.", &SC::pacer_waits},
+    {"tern_relay_cwnd_limited_total", "counter",
+     "Times congestion control's window held a member's reliable bulk back.", &SC::cwnd_limited},
     {"tern_relay_discovery_pings_total", "counter",
      "Discovery pings received ([discovery]), answered or not.", &SC::discovery_pings_in},
     {"tern_relay_discovery_answers_total", "counter",

@@ -84,6 +84,8 @@ inline Cmd HostCore::Impl::remove_acked(Peer& p, OutCmd* found) {
     }
     on_reliable_acked(p, q, *found);
   } else {
+    // A resend waiting (never express_tail: that one was never sent, so never acknowledged).
+    assert(found != q.express_tail);
     q.outgoing_reliable.remove(found);
   }
   if (found->receipt) receipt_acked(p, *found);

@@ -133,6 +133,7 @@ inline HostCore::Impl::Wrote HostCore::Impl::write_reliable_one(Peer& p, Build& 
         std::max(std::uint32_t{p.rtt} + 4 * std::uint32_t{p.rtt_variance}, config.min_rto_ms);
   }
   q.outgoing_reliable.remove(c);
+  if (c == q.express_tail) q.express_tail = nullptr;  // it was the front: none left behind it
   c->sent_time_ms = now_ms;
   insert_by_deadline(q, c);
   c->in_sent = true;

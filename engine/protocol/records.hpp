@@ -207,6 +207,11 @@ struct PeerQueues {
   IntrusiveList<OutCmd> outgoing_unreliable;  // everything else
   IntrusiveList<OutCmd> sent_reliable;
   IntrusiveList<AckChunk> acks;
+  // Congestion control: the newest express message queued and not yet sent (null: none).
+  // Express messages are written in the order queued and a send takes the list's front, so
+  // when this one leaves, every express message before it has: the next one is queued behind
+  // it in one step, however deep the queue (a relay's member backlog is all express).
+  OutCmd* express_tail = nullptr;
   std::uint64_t next_timeout = 0;      // retransmission deadline of sent_reliable's front
   std::uint64_t earliest_timeout = 0;  // kept (with the block) until an ack clears it
   std::uint64_t acks_due = 0;          // HostConfig::ack_delay_ms: when held acks must go

@@ -19,6 +19,7 @@ inline void HostCore::Impl::free_reliable(Peer& p, OutCmd* c) {
 inline void HostCore::Impl::clear_queues(Peer& p) {
   if (PeerQueues* q = p.queues) {
     while (OutCmd* c = q->outgoing_reliable.pop_front()) free_reliable(p, c);
+    q->express_tail = nullptr;
     while (OutCmd* c = q->outgoing_unreliable.pop_front()) put_out(*q, c);
     while (OutCmd* c = q->unreliable_copies.pop_front()) put_out(*q, c);
     while (OutCmd* c = q->sent_reliable.pop_front()) free_reliable(p, c);
@@ -98,14 +99,20 @@ inline void HostCore::Impl::queue_outgoing(Peer& p, const Command& cmd, Packet p
             : &channel(p, cmd.channel_id);
     // Express is the default level's fast lane; a message given a priority is scheduled by it.
     if (ch != nullptr && oc->priority == Priority::medium && cc_express(p, cmd, *ch, length)) {
-      // Ahead of bulk (and of its resends), behind the express messages queued before it.
+      // Ahead of bulk (and of its resends), behind the express messages queued before it
+      // (those waiting, or resends of sent ones at the front).
       oc->express = true;
       oc->queue_order = next_queue_key(q, oc->priority);
       OutCmd* after = nullptr;
-      for (OutCmd* c = q.outgoing_reliable.front(); c != nullptr && c->express; c = c->next_) {
-        after = c;
+      if (OutCmd* front = q.outgoing_reliable.front(); front != nullptr && front->express) {
+        after = q.express_tail;
+        if (after == nullptr) {  // only resends: they are sent in one go, the walk is short
+          after = front;
+          while (after->next_ != nullptr && after->next_->express) after = after->next_;
+        }
       }
       q.outgoing_reliable.insert_after(after, oc);
+      q.express_tail = oc;
     } else {
       if (ch != nullptr) ++ch->bulk_unsent;
       schedule_outgoing(q, oc);

@@ -71,6 +71,8 @@ struct Shard::LiveCounters {
   std::atomic<std::uint64_t> retransmits{0};
   std::atomic<std::uint64_t> fast_retransmits{0};
   std::atomic<std::uint64_t> timeouts_deferred{0};
+  std::atomic<std::uint64_t> pacer_waits{0};
+  std::atomic<std::uint64_t> cwnd_limited{0};
   std::atomic<std::uint64_t> half_open{0};
   std::atomic<std::uint64_t> half_open_created{0};
   std::atomic<std::uint64_t> half_open_evicted{0};
@@ -671,6 +673,8 @@ void Shard::publish_counters(const Driver& driver) {
   l.retransmits.store(c.retransmits, r);
   l.fast_retransmits.store(c.fast_retransmits, r);
   l.timeouts_deferred.store(c.timeouts_deferred, r);
+  l.pacer_waits.store(c.pacer_waits, r);
+  l.cwnd_limited.store(c.cwnd_limited, r);
   l.half_open.store(c.half_open, r);
   l.half_open_created.store(c.half_open_created, r);
   l.half_open_evicted.store(c.half_open_evicted, r);
@@ -783,6 +787,8 @@ ShardCounters Shard::counters() const {
   s.retransmits = l.retransmits.load(r);
   s.fast_retransmits = l.fast_retransmits.load(r);
   s.timeouts_deferred = l.timeouts_deferred.load(r);
+  s.pacer_waits = l.pacer_waits.load(r);
+  s.cwnd_limited = l.cwnd_limited.load(r);
   s.half_open = l.half_open.load(r);
   s.half_open_created = l.half_open_created.load(r);
   s.half_open_evicted = l.half_open_evicted.load(r);
@@ -983,6 +989,8 @@ ShardCounters ShardGroup::total() const {
     t.retransmits += c.retransmits;
     t.fast_retransmits += c.fast_retransmits;
     t.timeouts_deferred += c.timeouts_deferred;
+    t.pacer_waits += c.pacer_waits;
+    t.cwnd_limited += c.cwnd_limited;
     t.half_open += c.half_open;
     t.half_open_created += c.half_open_created;
     t.half_open_evicted += c.half_open_evicted;

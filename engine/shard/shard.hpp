@@ -127,6 +127,9 @@ struct ShardCounters {
   // Retransmission timeouts put off while the shard read behind its input (acks may be waiting
   // unread: proto::HostCore::input_read_until).
   std::uint64_t timeouts_deferred = 0;
+  // Congestion control holding a peer's bulk back: its pacer, or its window.
+  std::uint64_t pacer_waits = 0;
+  std::uint64_t cwnd_limited = 0;
   // The handshake under attack (proto::HostConfig::verify_before_peer; WIRE.md).
   std::uint64_t half_open = 0;             // half-open handshakes held now (gauge)
   std::uint64_t half_open_created = 0;     // CONNECTs from unknown sources given a half-open entry

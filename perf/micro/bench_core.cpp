@@ -73,6 +73,42 @@ struct ConnectedPair {
   }
 };
 
+// ---- deep queues -------------------------------------------------------------------------
+
+// Queueing small reliable messages (congestion control's express lane, as a relay's copies
+// are) behind a backlog of `depth` messages not yet sent: the cost per message must not grow
+// with the depth (issue 26, "deep queues stay cheap").
+void BM_QueueBehindBacklog(benchmark::State& state) {
+  const auto depth = static_cast<std::size_t>(state.range(0));
+  constexpr std::size_t kQueued = 1000;
+  const Bytes payload(64, std::byte{0x5a});
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto pair = std::make_unique<ConnectedPair>();
+    PeerStats stats;
+    if (!pair->connect() || !pair->client.peer_stats(pair->to_server, stats) ||
+        !stats.congestion_control) {
+      state.SkipWithError("no connection with congestion control");
+      return;
+    }
+    for (std::size_t i = 0; i < depth; ++i) {
+      pair->client.send(pair->to_server, 0, Delivery::reliable, payload);
+    }
+    state.ResumeTiming();
+    for (std::size_t i = 0; i < kQueued; ++i) {
+      if (pair->client.send(pair->to_server, 0, Delivery::reliable, payload) != SendResult::ok) {
+        state.SkipWithError("a send was refused");
+        return;
+      }
+    }
+    state.PauseTiming();
+    pair.reset();
+    state.ResumeTiming();
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * kQueued));
+}
+BENCHMARK(BM_QueueBehindBacklog)->Arg(0)->Arg(10'000)->Arg(100'000);
+
 // ---- acknowledgements -------------------------------------------------------------------
 
 // A connected client with `n` small reliable messages sent and unacknowledged; the server's

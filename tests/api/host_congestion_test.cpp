@@ -122,6 +122,36 @@ TEST_F(Congestion, DeliveryIsExactUnderLossReorderingAndDuplication) {
   EXPECT_GT(p.client->stats().retransmits, 50u);  // the loss was there
 }
 
+// Express messages queued deep (thousands at once on two channels, as a relay's copies to a
+// member) and more while the loss makes resends of the sent ones wait at the queue's front,
+// beside a transfer: each channel still arrives exactly, in order, once.
+TEST_F(Congestion, ADeepExpressBacklogArrivesExactlyInOrder) {
+  Pair& p = add_pair(with_cc(), with_cc());
+  connect_all(3);
+  ASSERT_TRUE(stats_of(*p.client, p.at_client).congestion_control);
+  net_.set_default_link(hostile_link(0, 3000));
+  constexpr std::uint32_t kBulk = 200, kBurst = 2000, kBursts = 3;
+  queue_bulk(p, kBulk);
+  std::uint32_t sent = 0;
+  for (std::uint32_t burst = 0; burst < kBursts; ++burst) {
+    for (std::uint32_t i = 0; i < kBurst; ++i, ++sent) {
+      for (std::uint8_t channel : {0, 2}) {
+        ASSERT_EQ(p.client->send(p.at_client, channel, Delivery::reliable, numbered(sent, 64)),
+                  SendResult::ok);
+      }
+    }
+    run_for(30'000);  // some sent, some lost and waiting to be resent when the next burst queues
+  }
+  ASSERT_TRUE(
+      run_until([&] { return got_all(p, 0, sent) && got_all(p, 2, sent) && got_all(p, 1, kBulk); },
+                300'000'000));
+  run_for(200'000);  // late duplicates must not be delivered
+  EXPECT_EQ(received(p, 0), first_n(sent));
+  EXPECT_EQ(received(p, 2), first_n(sent));
+  EXPECT_EQ(received(p, 1), first_n(kBulk));
+  EXPECT_GT(p.client->stats().retransmits, 100u);  // the loss was there
+}
+
 // A bottleneck of 250 KB/s, 20 ms each way: the estimate finds the rate and the min RTT, the
 // pacer spreads the transfer at about that rate (no 2 ms of the sim clock carries more than
 // a few datagrams beyond it) and waits on the timer wheel, so the bottleneck's queue stays
