@@ -3,8 +3,8 @@
 // resend earns another ack to read); judged at the time up to which the input was read, it is
 // not. A loss is still repaired, and a runtime that stops telling cannot hold timeouts off
 // for more than kMaxInputLagMs.
-#include "core_pair.hpp"
 #include "host_core.hpp"
+#include "server_stream.hpp"
 
 #include <gtest/gtest.h>
 
@@ -16,9 +16,12 @@ namespace {
 using namespace tern;
 using namespace tern::proto;
 using tern::test::CorePair;
+using tern::test::kNoLoss;
+using tern::test::kStreamMessages;
+using tern::test::ServerStream;
+using tern::test::StreamOutcome;
 
-constexpr std::uint32_t kMessages = 200;
-constexpr std::uint32_t kNoLoss = ~std::uint32_t{0};
+constexpr std::uint32_t kMessages = kStreamMessages;
 
 enum class Horizon {
   untold,  // the runtime never calls input_read_until: the clock
@@ -26,50 +29,27 @@ enum class Horizon {
   frozen,  // told until message 100, then never again
 };
 
-struct Outcome {
-  std::uint64_t retransmits = 0;
-  std::uint64_t deferred = 0;
-  std::uint32_t delivered = 0;
-  bool in_order = true;
-  std::uint64_t lost_message_ms = 0;  // from its send to its delivery
-};
-
-// The server sends one reliable message per millisecond over an instant path. For `unread_ms`
-// from message 100 on, the client's datagrams (its acks) wait in the server's input unread,
-// then are all read at once. When `lose` names a message, the datagram carrying it is lost.
-Outcome run(Horizon horizon, std::uint32_t unread_ms, std::uint32_t lose,
-            std::uint32_t tail_ms = 3000) {
-  CorePair pair;
-  pair.handshake(1);
-  for (int i = 0; i < 2000; ++i) {
-    pair.step(1000);  // pings settle the RTT estimate at this path's 1 ms
+// The server streams a message a millisecond (server_stream.hpp). For `unread_ms` from message
+// 100 on, the client's datagrams (its acks) wait in the server's input unread, then are all
+// read at once. When `lose` names a message, the datagram carrying it is lost.
+StreamOutcome run(Horizon horizon, std::uint32_t unread_ms, std::uint32_t lose,
+                  std::uint32_t tail_ms = 3000) {
+  ServerStream stream;
+  CorePair& pair = stream.pair;
+  stream.settle([&] {
     if (horizon != Horizon::untold) pair.server.input_read_until(pair.now_us);
-  }
-  const HostCounters before = pair.server.counters();
-  Outcome o;
-  std::uint64_t lost_sent_ms = 0;
-  pair.on_client_event = [&](Event& ev) {
-    if (ev.type != EventType::receive) return;
-    const std::uint32_t index = tern::test::payload_index(ev.packet.bytes());
-    o.in_order = o.in_order && index == o.delivered;
-    ++o.delivered;
-    if (index == lose) o.lost_message_ms = pair.now_us / 1000 - lost_sent_ms;
-  };
+  });
   std::vector<OutDatagram> out(64);
   std::vector<std::vector<std::byte>> unread;
   std::uint32_t unread_left = 0;
   bool frozen = false;
-  for (std::uint32_t ms = 0; ms < kMessages + tail_ms; ++ms) {
-    if (ms < kMessages) {
-      EXPECT_EQ(pair.server.send(pair.server_peer, 0, Delivery::reliable,
-                                 tern::test::numbered_payload(ms, 64)),
-                SendResult::ok);
-    }
+  const auto before_tick = [&](std::uint32_t ms) {
     if (ms == 100) {
       unread_left = unread_ms;
       frozen = horizon == Horizon::frozen;
     }
-    pair.now_us += 1000;
+  };
+  const auto move = [&](std::uint32_t, bool lost) {
     // The server's receive step: the client's datagrams, read now or left in its input.
     for (std::size_t n = out.size(); n == out.size();) {
       n = pair.client.flush(pair.now_us, out);
@@ -90,56 +70,53 @@ Outcome run(Horizon horizon, std::uint32_t unread_ms, std::uint32_t lose,
       pair.server.input_read_until(pair.now_us);
     }
     // The server's transmit step.
-    if (ms == lose) {
-      lost_sent_ms = pair.now_us / 1000;
-      pair.take_server_output();  // the datagram carrying it (sent alone: one per ms)
+    if (lost) {
+      pair.take_server_output();
     } else {
       pair.server_output_to_client();
     }
     pair.drain();
-  }
-  o.retransmits = pair.server.counters().retransmits - before.retransmits;
-  o.deferred = pair.server.counters().timeouts_deferred - before.timeouts_deferred;
-  return o;
+  };
+  return stream.run(lose, tail_ms, before_tick, move);
 }
 
 TEST(HostInputHorizon, AcksWaitingUnreadAreNotTakenForLoss) {
-  const Outcome clock = run(Horizon::untold, 20, kNoLoss);
-  const Outcome read = run(Horizon::read, 20, kNoLoss);
-  for (const Outcome* o : {&clock, &read}) {
+  const StreamOutcome clock = run(Horizon::untold, 20, kNoLoss);
+  const StreamOutcome read = run(Horizon::read, 20, kNoLoss);
+  for (const StreamOutcome* o : {&clock, &read}) {
     EXPECT_EQ(o->delivered, kMessages);
     EXPECT_TRUE(o->in_order);
   }
   // The premise: judged by the clock, 20 ms of unread acks time out what they acknowledge.
   EXPECT_GE(clock.retransmits, 1u);
-  EXPECT_EQ(clock.deferred, 0u);
+  EXPECT_EQ(clock.timeouts_deferred, 0u);
   EXPECT_EQ(read.retransmits, 0u);
-  EXPECT_GE(read.deferred, 1u);
+  EXPECT_GE(read.timeouts_deferred, 1u);
   std::printf(
       "[input horizon] 20 ms of unread acks: %llu resends by the clock, %llu (%llu "
       "timeouts put off) by the input read\n",
       static_cast<unsigned long long>(clock.retransmits),
       static_cast<unsigned long long>(read.retransmits),
-      static_cast<unsigned long long>(read.deferred));
+      static_cast<unsigned long long>(read.timeouts_deferred));
 }
 
 TEST(HostInputHorizon, ALossIsStillRepairedWhileTheInputIsRead) {
-  const Outcome o = run(Horizon::read, 0, kMessages - 1);
+  const StreamOutcome o = run(Horizon::read, 0, kMessages - 1);
   EXPECT_EQ(o.delivered, kMessages);
   EXPECT_TRUE(o.in_order);
   EXPECT_EQ(o.retransmits, 1u);
-  EXPECT_EQ(o.deferred, 0u);
+  EXPECT_EQ(o.timeouts_deferred, 0u);
   EXPECT_LT(o.lost_message_ms, 100u);
 }
 
 // A runtime that stops telling (its input never found empty again) holds timeouts off for at
 // most kMaxInputLagMs: the loss is repaired then, and a dead peer would time out.
 TEST(HostInputHorizon, AFrozenHorizonHoldsTimeoutsOffForABoundedTime) {
-  const Outcome o = run(Horizon::frozen, 0, kMessages - 1, HostCore::kMaxInputLagMs + 3000);
+  const StreamOutcome o = run(Horizon::frozen, 0, kMessages - 1, HostCore::kMaxInputLagMs + 3000);
   EXPECT_EQ(o.delivered, kMessages);
   EXPECT_TRUE(o.in_order);
   EXPECT_GE(o.retransmits, 1u);
-  EXPECT_GE(o.deferred, 1u);
+  EXPECT_GE(o.timeouts_deferred, 1u);
   EXPECT_GE(o.lost_message_ms, HostCore::kMaxInputLagMs - 200);
   EXPECT_LE(o.lost_message_ms, HostCore::kMaxInputLagMs + 200);
 }

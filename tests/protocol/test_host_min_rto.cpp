@@ -2,8 +2,8 @@
 // is a few ms, so a receiver that stalls a little longer has what is in flight resent; with a
 // floor above the stall nothing is resent, fast retransmit still repairs a loss that later
 // messages overtook, and only a loss at the tail of a burst waits for the floor.
-#include "core_pair.hpp"
 #include "host_core.hpp"
+#include "server_stream.hpp"
 
 #include <gtest/gtest.h>
 
@@ -15,62 +15,39 @@ namespace {
 using namespace tern;
 using namespace tern::proto;
 using tern::test::CorePair;
+using tern::test::kNoLoss;
+using tern::test::kStreamMessages;
+using tern::test::ServerStream;
 
-HostConfig with_floor(std::uint32_t min_rto_ms) {
-  HostConfig c;
-  c.min_rto_ms = min_rto_ms;
-  return c;
-}
+constexpr std::uint32_t kMessages = kStreamMessages;
 
-// The server sends one reliable message per millisecond over an instant path; for `stall_ms`
-// from message 100 on, the client takes nothing and sends nothing (a descheduled process),
-// then takes what waited for it. When `lose` names a message, the datagram carrying it is
-// dropped. Reports what the server resent and how long the named message took.
-struct Outcome {
-  std::uint64_t retransmits = 0;
-  std::uint64_t fast_retransmits = 0;
-  std::uint64_t lost_message_ms = 0;  // from its send to its delivery
-  std::uint32_t delivered = 0;
-  bool in_order = true;
+struct Outcome : tern::test::StreamOutcome {
   std::uint32_t enet_rto_ms = 0;  // RTT + 4 variances when the stall or loss began
 };
 
-constexpr std::uint32_t kMessages = 200;
-constexpr std::uint32_t kNoLoss = ~std::uint32_t{0};
-
+// The server streams a message a millisecond (server_stream.hpp); for `stall_ms` from message
+// 100 on, the client takes nothing and sends nothing (a descheduled process), then takes what
+// waited for it. When `lose` names a message, the datagram carrying it is dropped.
 Outcome run(std::uint32_t min_rto_ms, std::uint32_t stall_ms, std::uint32_t lose) {
-  CorePair pair(HostConfig{}, with_floor(min_rto_ms));
-  pair.handshake(1);
-  // Pings settle the RTT estimate at this path's 1 ms.
-  for (int i = 0; i < 2000; ++i) pair.step(1000);
-  const HostCounters before = pair.server.counters();
+  HostConfig floored;
+  floored.min_rto_ms = min_rto_ms;
+  ServerStream stream(floored);
+  CorePair& pair = stream.pair;
+  stream.settle();
   Outcome o;
-  std::uint64_t lost_sent_ms = 0;
-  pair.on_client_event = [&](Event& ev) {
-    if (ev.type != EventType::receive) return;
-    const std::uint32_t index = tern::test::payload_index(ev.packet.bytes());
-    o.in_order = o.in_order && index == o.delivered;
-    ++o.delivered;
-    if (index == lose) o.lost_message_ms = pair.now_us / 1000 - lost_sent_ms;
-  };
   std::vector<std::vector<std::byte>> held;
   std::uint32_t stall_left = 0;
-  for (std::uint32_t ms = 0; ms < kMessages + 3000; ++ms) {
-    if (ms < kMessages) {
-      EXPECT_EQ(pair.server.send(pair.server_peer, 0, Delivery::reliable,
-                                 tern::test::numbered_payload(ms, 64)),
-                SendResult::ok);
-      if (ms == 100 || ms == lose) {
-        PeerStats s;
-        EXPECT_TRUE(pair.server.peer_stats(pair.server_peer, s));
-        o.enet_rto_ms = s.rtt_ms + 4 * s.rtt_variance_ms;
-        if (ms == 100) stall_left = stall_ms;
-      }
+  const auto before_tick = [&](std::uint32_t ms) {
+    if (ms == 100 || ms == lose) {
+      PeerStats s;
+      EXPECT_TRUE(pair.server.peer_stats(pair.server_peer, s));
+      o.enet_rto_ms = s.rtt_ms + 4 * s.rtt_variance_ms;
+      if (ms == 100) stall_left = stall_ms;
     }
-    pair.now_us += 1000;
-    if (ms == lose) {
-      lost_sent_ms = pair.now_us / 1000;
-      pair.take_server_output();  // the datagram carrying it (sent alone: one per ms)
+  };
+  const auto move = [&](std::uint32_t, bool lost) {
+    if (lost) {
+      pair.take_server_output();
       pair.exchange();
     } else if (stall_left > 0) {
       for (auto& d : pair.take_server_output()) held.push_back(std::move(d));
@@ -82,9 +59,8 @@ Outcome run(std::uint32_t min_rto_ms, std::uint32_t stall_ms, std::uint32_t lose
     } else {
       pair.exchange();
     }
-  }
-  o.retransmits = pair.server.counters().retransmits - before.retransmits;
-  o.fast_retransmits = pair.server.counters().fast_retransmits - before.fast_retransmits;
+  };
+  static_cast<tern::test::StreamOutcome&>(o) = stream.run(lose, 3000, before_tick, move);
   return o;
 }
 
