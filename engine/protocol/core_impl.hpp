@@ -388,7 +388,8 @@ struct HostCore::Impl {
                               CommandDecoder& decoder, Command& cmd);
   void stranger_datagram(const Endpoint& from, const DecodedHeader& dh,
                          std::span<const std::byte> bytes);
-  HalfOpen* half_open_set(const Endpoint& from, std::uint16_t peer_id);
+  std::uint64_t half_open_hash(const Endpoint& from, std::uint16_t peer_id) const;
+  HalfOpen* find_half_open(const Endpoint& from, std::uint16_t peer_id);
   bool id_clashes(const Endpoint& from, std::uint16_t peer_id);
   std::uint64_t source_hash(const Endpoint& key) const;
   bool refused_source(const Endpoint& from, bool connect);

@@ -10,6 +10,7 @@
 
 #include <tern/endpoint.hpp>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -35,6 +36,10 @@ struct HalfOpen {
   bool used() const { return created_ms != 0; }
 };
 
+// Sets of kWays entries. Each set has one cache line of index beside its entries: per way a
+// tag from the source's hash (0: free) and the low bits of when it was created. A CONNECT
+// flood's datagram, which finds no entry of its own and takes the set's free or oldest way,
+// reads that line and writes one entry, not the whole set's kilobyte.
 class HalfOpenTable {
  public:
   static constexpr std::size_t kWays = 8;
@@ -48,35 +53,63 @@ class HalfOpenTable {
     std::size_t sets = 1;
     while (sets * kWays < capacity) sets *= 2;
     entries_.assign(sets * kWays, HalfOpen{});
+    index_.assign(sets, SetIndex{});
     set_mask_ = sets - 1;
   }
 
-  // The set for a source, from a keyed hash of its address and port.
-  HalfOpen* set_for(std::uint64_t hash) { return &entries_[(hash & set_mask_) * kWays]; }
-
-  // A free entry in the set, else its oldest (evicted: `evicted` is set).
-  HalfOpen& claim(HalfOpen* set, bool& evicted) {
-    HalfOpen* oldest = set;
+  // The used entry of `hash`'s set (a keyed hash of its source) that `match` accepts, or null.
+  template <class Match>
+  HalfOpen* find(std::uint64_t hash, Match&& match) {
+    const std::size_t set = hash & set_mask_;
+    const std::uint32_t t = tag(hash);
+    const SetIndex& ix = index_[set];
     for (std::size_t i = 0; i < kWays; ++i) {
-      if (!set[i].used()) {
-        evicted = false;
-        ++size_;
-        return set[i];
-      }
-      if (set[i].created_ms < oldest->created_ms) oldest = &set[i];
+      if (ix.tag[i] == t && match(entries_[set * kWays + i])) return &entries_[set * kWays + i];
     }
+    return nullptr;
+  }
+
+  // A free entry in `hash`'s set, else its oldest (evicted: `evicted` is set); the caller
+  // fills it in, `created_ms` as given.
+  HalfOpen& claim(std::uint64_t hash, std::uint64_t created_ms, bool& evicted) {
+    const std::size_t set = hash & set_mask_;
+    SetIndex& ix = index_[set];
+    std::size_t way = 0;
     evicted = true;
-    return *oldest;
+    for (std::size_t i = 0; i < kWays; ++i) {
+      if (ix.tag[i] == 0) {
+        way = i;
+        evicted = false;
+        break;
+      }
+      // Ages in 32-bit milliseconds: across a wrap (49 days) one eviction picks another way.
+      if (ix.created[i] < ix.created[way]) way = i;
+    }
+    if (!evicted) ++size_;
+    ix.tag[way] = tag(hash);
+    ix.created[way] = static_cast<std::uint32_t>(created_ms);
+    return entries_[set * kWays + way];
   }
 
   void release(HalfOpen& e) {
     if (!e.used()) return;
     e.created_ms = 0;
+    const auto at = static_cast<std::size_t>(&e - entries_.data());
+    index_[at / kWays].tag[at % kWays] = 0;
     --size_;
   }
 
  private:
+  struct alignas(64) SetIndex {
+    std::array<std::uint32_t, kWays> tag{};
+    std::array<std::uint32_t, kWays> created{};
+  };
+  static std::uint32_t tag(std::uint64_t hash) {
+    return static_cast<std::uint32_t>(hash >> 32) | 1;
+  }
+
   std::vector<HalfOpen> entries_;
+  std::vector<SetIndex> index_;
   std::size_t set_mask_ = 0;
   std::size_t size_ = 0;
 };

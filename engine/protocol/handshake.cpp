@@ -151,17 +151,25 @@ inline Peer* HostCore::Impl::handle_connect(const Endpoint& from, const Command&
 
 // Entries are found by what the client's answer carries: its address and port, and the peer
 // ID we gave it.
-inline HalfOpen* HostCore::Impl::half_open_set(const Endpoint& from, std::uint16_t peer_id) {
-  return half_open.set_for(by_address.hash(base::PeerKey(from, kIdentityKey | peer_id)));
+inline std::uint64_t HostCore::Impl::half_open_hash(const Endpoint& from,
+                                                    std::uint16_t peer_id) const {
+  return by_address.hash(base::PeerKey(from, kIdentityKey | peer_id));
 }
 
+inline HalfOpen* HostCore::Impl::find_half_open(const Endpoint& from, std::uint16_t peer_id) {
+  return half_open.find(half_open_hash(from, peer_id), [&](const HalfOpen& e) {
+    return e.used() && e.address == from && e.peer_id == peer_id;
+  });
+}
+
+// An expired handshake of the same source and ID gives its place to the new one, so that an
+// answer never finds two.
 inline bool HostCore::Impl::id_clashes(const Endpoint& from, std::uint16_t peer_id) {
-  const HalfOpen* set = half_open_set(from, peer_id);
-  for (std::size_t i = 0; i < HalfOpenTable::kWays; ++i) {
-    if (set[i].used() && !expired(set[i]) && set[i].address == from && set[i].peer_id == peer_id) {
-      return true;
-    }
-  }
+  HalfOpen* e = find_half_open(from, peer_id);
+  if (e == nullptr) return false;
+  if (!expired(*e)) return true;
+  half_open.release(*e);
+  counters.half_open = half_open.size();
   return false;
 }
 
@@ -306,7 +314,8 @@ inline void HostCore::Impl::open_half(const Endpoint& from, const Connect& c,
     return;
   }
   bool evicted = false;
-  HalfOpen& h = half_open.claim(half_open_set(from, id), evicted);
+  const std::uint64_t created_ms = std::max<std::uint64_t>(now_ms, 1);
+  HalfOpen& h = half_open.claim(half_open_hash(from, id), created_ms, evicted);
   if (evicted) ++counters.half_open_evicted;
   ++counters.half_open_created;
   counters.half_open = half_open.size();
@@ -314,7 +323,7 @@ inline void HostCore::Impl::open_half(const Endpoint& from, const Connect& c,
   h.address = from;
   h.peer_id = id;
   h.bytes_in = static_cast<std::uint32_t>(std::min<std::size_t>(bytes, kMaxMtu));
-  h.created_ms = std::max<std::uint64_t>(now_ms, 1);
+  h.created_ms = created_ms;
   h.features = features;
   h.connect = c;
   h.connect.channel_count = std::min(c.channel_count, config.channel_limit);
@@ -451,13 +460,7 @@ inline void HostCore::Impl::send_probe(HalfOpen& e) {
 inline Peer* HostCore::Impl::unverified_datagram(const Endpoint& from, const DecodedHeader& dh,
                                                  std::span<const std::byte>& bytes,
                                                  bool& skip_ack) {
-  HalfOpen* set = half_open_set(from, dh.header.peer_id);
-  HalfOpen* e = nullptr;
-  for (std::size_t i = 0; i < HalfOpenTable::kWays; ++i) {
-    if (set[i].used() && set[i].address == from && set[i].peer_id == dh.header.peer_id) {
-      e = &set[i];
-    }
-  }
+  HalfOpen* e = find_half_open(from, dh.header.peer_id);
   if (e == nullptr) {
     counters.drops.add(Drop::unknown_peer);
     return nullptr;

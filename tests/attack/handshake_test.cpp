@@ -237,6 +237,29 @@ TEST_F(Handshake, AckAfterTheTimeoutIsRefused) {
   EXPECT_EQ(server.counters().half_open, 0u);
 }
 
+// A handshake left unacknowledged past its timeout, then a new CONNECT from the same source
+// (a restarted client on the same port): the new handshake takes the expired one's place, so
+// its acknowledgement finds it and not the expired entry.
+TEST_F(Handshake, AConnectAfterItsEntryExpiredTakesItsPlace) {
+  Client first = client(0x0a000002, 40001, 27);
+  first.peer = first.core->connect(now_us, server_ep, 2, 7);
+  pump({&first}, 1);
+  ASSERT_EQ(drain(*first.core, first.ep).size(), 1u);  // its acknowledgement, lost
+  ASSERT_EQ(server.counters().half_open, 1u);
+  now_us += (server_config().half_open_timeout_ms + 1) * 1000;
+  Client again = client(0x0a000002, 40001, 28);
+  again.peer = again.core->connect(now_us, server_ep, 2, 7);
+  for (const Wire& w : drain(*again.core, again.ep)) to_server(w.from, w.bytes);
+  EXPECT_EQ(server.counters().half_open, 1u);
+  EXPECT_EQ(server.counters().half_open_created, 2u);
+  pump({&again}, 4);
+  EXPECT_TRUE(client_connected(again));
+  EXPECT_EQ(server.peer_count(), 1u);
+  EXPECT_EQ(server_connects(), 1u);
+  EXPECT_EQ(server.counters().cookies_expired, 0u);
+  EXPECT_EQ(server.counters().half_open, 0u);
+}
+
 // The client's ack is lost; it is connected and sends a message with the peer ID and session
 // it was given. The server answers with a PING carrying the cookie (no larger than the
 // datagram that prompted it), the client acknowledges it, and its message, resent, arrives.
