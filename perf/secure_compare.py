@@ -3,6 +3,7 @@
 
     perf/secure_compare.py [--build build-release] [--runs 3] [--drivers socket,memif]
                            [--clients 1000] [--step-seconds 2] [--start socket=HZ,...]
+                           [--step-factor 1.25]
                            [--quick] [--out FILE]
 
 For each driver (socket: tern-relay on the kernel's UDP sockets, loopback; memif: tern-relay
@@ -12,9 +13,9 @@ connecting with a connect token it mints, --token-key, the cipher as negotiated:
 where both ends have AES-NI; chacha: the same with the relay's [security] aes = false,
 ChaCha20-Poly1305), one capacity sweep on a fresh relay (pinned to CPU 0, loadgen on CPU 1):
 tern-loadgen runs (1 s warm-up, --step-seconds each; reliable 64 B messages in rooms of 8,
-each client's queue bounded at 4 KiB) at per-client rates rising by 25% a step from --start
-(8 Hz on sockets, 15 Hz on memif: below capacity even on a loaded machine; at most 20
-steps) until a step loses more than 1% (refused sends included) or its p99 passes
+each client's queue bounded at 4 KiB) at per-client rates rising by 25% a step (--step-factor)
+from --start (8 Hz on sockets, 15 Hz on memif: below capacity even on a loaded machine; at
+most 20 steps) until a step loses more than 1% (refused sends included) or its p99 passes
 --capacity-p99-ms (100: a relay behind keeps what it cannot read yet in its socket buffer and
 delivers it late, which a 2 s step would not count as loss) twice in a row, or goodput stops
 rising (by 3%, the plateau). The configuration's **capacity** is the highest goodput
@@ -145,11 +146,11 @@ def step(build, target, client_args, clients, rate, seconds):
             "stderr": r.stderr.strip()[-300:]}
 
 
-def rates(start):
-    """The sweep's per-client rates: whole Hz (tern-loadgen's --rate), rising by STEP_FACTOR."""
+def rates(start, factor=STEP_FACTOR):
+    """The sweep's per-client rates: whole Hz (tern-loadgen's --rate), rising by `factor`."""
     out = []
     for k in range(MAX_STEPS):
-        out.append(max(round(start * STEP_FACTOR ** k), out[-1] + 1 if out else 1))
+        out.append(max(round(start * factor ** k), out[-1] + 1 if out else 1))
     return out
 
 
@@ -276,6 +277,9 @@ def main():
     ap.add_argument("--clients", type=int, default=1000)
     ap.add_argument("--step-seconds", type=float, default=2)
     ap.add_argument("--start", default="", help="DRIVER=HZ,...: the first rate per driver")
+    ap.add_argument("--step-factor", type=float, default=STEP_FACTOR,
+                    help="each step's rate over the last's (default 1.25: the share's resolution; "
+                    "1.05 with a --start near capacity for a finer one)")
     ap.add_argument("--capacity-p99-ms", type=float, default=100,
                     help="a step whose p99 passes this is past capacity")
     ap.add_argument("--quick", action="store_true")
@@ -308,7 +312,7 @@ def main():
         runs = {f"{d}-{m}": [] for d in drivers for m in MODES}
         for run in range(a.runs):
             for driver in drivers:
-                grid = rates(base[driver])
+                grid = rates(base[driver], a.step_factor)
                 order = MODES if run % 2 == 0 else list(reversed(MODES))
                 for mode in order:
                     name = f"{driver}-{mode}"
