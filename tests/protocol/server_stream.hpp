@@ -27,6 +27,12 @@ struct StreamOutcome {
   bool in_order = true;
 };
 
+// Every message arrived, once, in order.
+inline void expect_complete(const StreamOutcome& o) {
+  EXPECT_EQ(o.delivered, kStreamMessages);
+  EXPECT_TRUE(o.in_order);
+}
+
 class ServerStream {
  public:
   explicit ServerStream(const proto::HostConfig& server_config = {})

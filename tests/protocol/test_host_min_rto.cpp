@@ -15,6 +15,7 @@ namespace {
 using namespace tern;
 using namespace tern::proto;
 using tern::test::CorePair;
+using tern::test::expect_complete;
 using tern::test::kNoLoss;
 using tern::test::kStreamMessages;
 using tern::test::ServerStream;
@@ -67,10 +68,8 @@ Outcome run(std::uint32_t min_rto_ms, std::uint32_t stall_ms, std::uint32_t lose
 TEST(HostMinRto, AStallLongerThanEnetsTimeoutIsResentToWithoutAFloor) {
   const Outcome enet = run(0, 20, kNoLoss);
   const Outcome floored = run(30, 20, kNoLoss);
-  for (const Outcome* o : {&enet, &floored}) {
-    EXPECT_EQ(o->delivered, kMessages);
-    EXPECT_TRUE(o->in_order);
-  }
+  expect_complete(enet);
+  expect_complete(floored);
   // The premise: on this path ENet's timeout is well below the 20 ms stall.
   EXPECT_LT(enet.enet_rto_ms, 20u);
   EXPECT_GE(enet.retransmits, 1u);
@@ -84,8 +83,7 @@ TEST(HostMinRto, AStallLongerThanEnetsTimeoutIsResentToWithoutAFloor) {
 
 TEST(HostMinRto, ALossThatLaterMessagesOvertookIsStillRepairedBeforeTheFloor) {
   const Outcome o = run(30, 0, 150);
-  EXPECT_EQ(o.delivered, kMessages);
-  EXPECT_TRUE(o.in_order);
+  expect_complete(o);
   EXPECT_GE(o.fast_retransmits, 1u);
   EXPECT_LT(o.lost_message_ms, 30u);
 }
@@ -95,8 +93,7 @@ TEST(HostMinRto, ALossAtTheTailWaitsForTheFloor) {
   const Outcome enet = run(0, 0, kMessages - 1);
   const Outcome floored = run(30, 0, kMessages - 1);
   for (const Outcome* o : {&enet, &floored}) {
-    EXPECT_EQ(o->delivered, kMessages);
-    EXPECT_TRUE(o->in_order);
+    expect_complete(*o);
     EXPECT_EQ(o->retransmits, 1u);
   }
   EXPECT_LT(enet.lost_message_ms, 30u);
