@@ -40,7 +40,7 @@ struct HostCore::Impl {
   std::uint64_t random_state;
   std::uint64_t now_ms = 0;
   std::uint64_t now_us = 0;  // the pacer's clock (congestion_control.cpp)
-  Pool<OutCmd> out_pool;
+  OutCmdRuns out_runs;
   ReleaseBatch releases;  // references put_out() let go of, dropped at the next flush()
   // Reliable commands transmitted at least once and not yet acknowledged (on sent_reliable,
   // or back on outgoing_reliable for a resend) are indexed, so an acknowledgement finds its

@@ -3,7 +3,10 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <new>
 #include <utility>
@@ -127,6 +130,127 @@ class Pool {
   std::unique_ptr<Slot*[]> free_;  // room for every slot; [0, free_count_) are free
   std::size_t free_count_ = 0;
   std::size_t free_capacity_ = 0;
+  std::size_t live_ = 0;
+};
+
+// Objects kept in runs of consecutive slots, one run per owner at a time: an owner's objects,
+// taken one after another, sit one after another in memory. A relay queues each message's
+// copies to several members at once, and a pool handing out slots in order gives consecutive
+// slots to different members: one member's queue, walked when its datagram is written, is
+// then one line per command scattered over the pool, a miss each when the queue is deep and
+// cold. In a run they are neighbours, and the next one is prefetched when one is taken.
+//
+// A run goes back to the pool when its last object does and the owner has moved on to
+// another run; the owner's current run, emptied, is written again from its start, so a light
+// owner keeps reusing the same few lines. An object keeps its whole run alive: memory is at
+// most a run per live object, plus one per owner.
+//
+// Runs sit in chunks aligned to their size, and the first run of each chunk holds the live
+// counts of the others: an object finds its count by masking its address, and the counts of
+// many runs share a line. (A count in each run's own first line was a miss of its own at
+// every put, a round trip after the run was written.)
+template <class T, std::size_t RunSlots>
+class RunPool {
+  static_assert(std::has_single_bit(RunSlots));
+  struct alignas(T) Slot {
+    unsigned char storage[sizeof(T)];
+  };
+  static_assert(std::has_single_bit(sizeof(Slot)));
+  static constexpr std::size_t kRunBytes = RunSlots * sizeof(Slot);
+  static constexpr std::size_t kRunsPerChunk = 64;
+  static constexpr std::size_t kChunkBytes = kRunsPerChunk * kRunBytes;
+
+  struct alignas(kRunBytes) Run {
+    Slot slots[RunSlots];
+  };
+  struct alignas(kChunkBytes) Chunk {
+    Run runs[kRunsPerChunk];  // runs[0] holds `live` (below), the others objects
+    using Counts = std::array<std::uint32_t, kRunsPerChunk>;
+    Counts& live() { return *std::launder(reinterpret_cast<Counts*>(&runs[0])); }
+  };
+  static_assert(kRunsPerChunk * sizeof(std::uint32_t) <= kRunBytes);
+
+ public:
+  // An owner's place: the run its next object goes into (null: none yet) and the slot.
+  struct Cursor {
+    Run* run = nullptr;
+    std::uint32_t next = 0;
+  };
+
+  RunPool() = default;
+  RunPool(const RunPool&) = delete;
+  RunPool& operator=(const RunPool&) = delete;
+  ~RunPool() = default;
+
+  template <class... Args>
+  [[gnu::always_inline]] T* get(Cursor& owner, Args&&... args) {
+    if (owner.run == nullptr || owner.next == RunSlots) [[unlikely]]
+      next_run(owner);
+    Slot* s = &owner.run->slots[owner.next++];
+    // The owner's next object goes there; a relay's member takes it a fan-out or more later,
+    // long enough for the line (written a round trip ago, or never) to arrive.
+    if (owner.next != RunSlots) __builtin_prefetch(&owner.run->slots[owner.next], 1);
+    ++live_of(s);
+    ++live_;
+    return new (s->storage) T(std::forward<Args>(args)...);
+  }
+
+  void put(Cursor& owner, T* obj) {
+    obj->~T();
+    --live_;
+    if (--live_of(obj) != 0) return;
+    Run* r = run_of(obj);
+    if (r == owner.run) {
+      owner.next = 0;
+    } else {
+      free_runs_.push_back(r);  // never reallocates: reserved in grow()
+    }
+  }
+
+  // The owner is going away: every object it took must have been put back.
+  void release(Cursor& owner) {
+    if (Run* r = owner.run) {
+      if (live_of(r) == 0) free_runs_.push_back(r);
+      owner = Cursor{};
+    }
+  }
+
+  std::size_t live() const { return live_; }
+  std::size_t runs_held() const { return chunks_.size() * (kRunsPerChunk - 1) - free_runs_.size(); }
+  static constexpr std::size_t objects_per_run() { return RunSlots; }
+
+ private:
+  static std::uintptr_t address(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+  static Run* run_of(const void* p) {
+    return reinterpret_cast<Run*>(address(p) & ~(kRunBytes - 1));
+  }
+  static std::uint32_t& live_of(const void* p) {
+    Chunk* c = reinterpret_cast<Chunk*>(address(p) & ~(kChunkBytes - 1));
+    return c->live()[(address(p) & (kChunkBytes - 1)) / kRunBytes];
+  }
+
+  // The owner's run is full (put() starts an emptied current run over, so it still holds
+  // objects and goes back when the last of them does), or it has none.
+  [[gnu::noinline]] void next_run(Cursor& owner) {
+    if (free_runs_.empty()) grow();
+    owner.run = free_runs_.back();
+    owner.next = 0;
+    free_runs_.pop_back();
+  }
+
+  void grow() {
+    auto chunk = std::make_unique_for_overwrite<Chunk>();
+    new (&chunk->runs[0]) typename Chunk::Counts{};
+    // Doubling: an owner set under overload grows by many chunks, and re-sizing for each
+    // would cost quadratic time exactly then.
+    const std::size_t runs = (chunks_.size() + 1) * kRunsPerChunk;
+    if (runs > free_runs_.capacity()) free_runs_.reserve(std::max(runs, 2 * free_runs_.capacity()));
+    for (std::size_t i = kRunsPerChunk; i-- > 1;) free_runs_.push_back(&chunk->runs[i]);
+    chunks_.push_back(std::move(chunk));
+  }
+
+  std::vector<std::unique_ptr<Chunk>> chunks_;
+  std::vector<Run*> free_runs_;
   std::size_t live_ = 0;
 };
 

@@ -11,6 +11,7 @@ inline void HostCore::Impl::release_queues_if_idle(Peer& p) {
       q->sent_reliable.empty() && q->acks.empty() && q->earliest_timeout == 0 &&
       !extension_holds_queues(*q)) {
     if (q->wide_channels != 0) for_each_channel(p, [this](Channel& ch) { release_wide(ch); });
+    out_runs.release(q->out_run);
     queue_pool.put(q);
     p.queues = nullptr;
   }

@@ -84,6 +84,10 @@ struct alignas(64) OutCmd {
 };
 static_assert(sizeof(OutCmd) == 64, "one cache line per queued command");
 
+// A connection's commands are taken from its own runs of 16 (intrusive.hpp, RunPool): a deep
+// queue is walked line after line instead of a line here and there over the pool.
+using OutCmdRuns = RunPool<OutCmd, 16>;
+
 struct InCmd {
   InCmd* prev_ = nullptr;
   InCmd* next_ = nullptr;
@@ -207,6 +211,7 @@ struct PeerQueues {
   IntrusiveList<OutCmd> outgoing_unreliable;  // everything else
   IntrusiveList<OutCmd> sent_reliable;
   IntrusiveList<AckChunk> acks;
+  OutCmdRuns::Cursor out_run;  // where this connection's next command goes
   // Congestion control: the newest express message queued and not yet sent (null: none).
   // Express messages are written in the order queued and a send takes the list's front, so
   // when this one leaves, every express message before it has: the next one is queued behind

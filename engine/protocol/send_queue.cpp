@@ -8,7 +8,7 @@ namespace tern::proto {
 inline void HostCore::Impl::put_out(PeerQueues& q, OutCmd* c) {
   q.queued_bytes -= c->fragment_length;
   if (c->packet) releases.add(std::move(c->packet).into_raw());
-  out_pool.put(c);
+  out_runs.put(q.out_run, c);
 }
 
 inline void HostCore::Impl::free_reliable(Peer& p, OutCmd* c) {
@@ -37,7 +37,7 @@ inline void HostCore::Impl::clear_queues(Peer& p) {
 inline void HostCore::Impl::queue_outgoing(Peer& p, const Command& cmd, Packet packet,
                                            std::uint32_t offset, std::uint16_t length) {
   PeerQueues& q = queues(p);
-  OutCmd* oc = out_pool.get();
+  OutCmd* oc = out_runs.get(q.out_run);
   oc->command = cmd.command;
   oc->channel_id = cmd.channel_id;
   oc->packet = std::move(packet);
