@@ -27,11 +27,9 @@ struct CoreIoLimits {
   // Receive bursts per receive() call before timers and transmission get a turn, so a flooded
   // socket cannot starve the acks and retransmits of peers already connected (128 x 64
   // datagrams: a few milliseconds of work, reached only while the input never runs dry).
-  // Past its capacity a relay's cost per copy falls with the messages read per flush: each
-  // member's datagram carries more copies. 8 made the socket relay fall into resending at 2x
-  // the load it carries; 32 left its goodput at 200% of capacity 13% below that at 300%; 128
-  // carried 21-24% more than 32 at 200% on sockets, 19% on io_uring, about as much on memif
-  // (JOURNAL.md).
+  // Past its capacity a relay's cost per copy falls with the messages read between flushes,
+  // as each member's datagram carries more copies; with fewer bursts an overloaded socket
+  // relay fell into resending (perf/JOURNAL.md, 2026-11-26 and 2026-11-27).
   static constexpr std::size_t kMaxRxBursts = 128;
   // A short burst at least this long still counts as traffic that goes on (rx_more): under
   // load the next datagrams are on their way, and one more rx_burst fetches them for one
