@@ -133,13 +133,10 @@ class HalfOpenTable {
   Choice look(std::size_t set) const {
     const SetIndex& ix = index_[set];
     Choice c;
-    bool have_free = false;
     for (std::size_t i = 0; i < kWays; ++i) {
       if (ix.tag[i] == 0) {
-        ++c.free;
-        if (!have_free) c.way = i;
-        have_free = true;
-      } else if (!have_free && ix.created[i] < ix.created[c.way]) {
+        if (c.free++ == 0) c.way = i;
+      } else if (c.free == 0 && ix.created[i] < ix.created[c.way]) {
         // Ages in 32-bit milliseconds: across a wrap (49 days) one eviction picks another way.
         c.way = i;
       }
