@@ -521,10 +521,6 @@ TEST_F(Handshake, PrefixBanCoversItsAddressesOnly) {
   EXPECT_TRUE(tight.banned(Endpoint::v4(0x0d000001, 0), now_us));
 }
 
-// The half-open table at its full default size, kept full by a flood that goes on (400,000
-// CONNECTs/s of simulated time, each from a new source): a legitimate client still connects.
-// Entries are evicted oldest-of-two-sets, so a handshake survives about capacity / rate seconds,
-// far longer than its round trip; a client whose entry went resends its CONNECT.
 // A burst of genuine handshakes, all pending at once (20,000 clients reconnecting to a shard
 // that fell behind): at 2.4 per set on average, one set per handshake overflows a dozen of the
 // 8,192 sets of 8 and evicts handshakes whose clients already hold their VERIFY_CONNECT. With
@@ -571,7 +567,7 @@ TEST(HalfOpenTable, BothSetsFullAClaimEvictsAnOlderEntryAndTheTableStaysConsiste
     HalfOpen& e = table.claim(h, t, evicted);
     if (evicted) {
       ++evictions;
-      // Whatever it replaced was no younger than anything else in play in those sets.
+      // It replaced an entry older than itself.
       EXPECT_LT(e.created_ms, t);
       std::erase_if(live, [&](const auto& x) { return x.second == e.created_ms; });
     }
@@ -587,6 +583,10 @@ TEST(HalfOpenTable, BothSetsFullAClaimEvictsAnOlderEntryAndTheTableStaysConsiste
   }
 }
 
+// The half-open table at its full default size, kept full by a flood that goes on (400,000
+// CONNECTs/s of simulated time, each from a new source): a legitimate client still connects.
+// Entries are evicted oldest-of-two-sets, so a handshake survives about capacity / rate seconds,
+// far longer than its round trip; a client whose entry went resends its CONNECT.
 TEST_F(Handshake, LegitClientConnectsThroughAFullHalfOpenTable) {
   const HostConfig sc;
   ASSERT_EQ(sc.half_open_capacity, 65536u);
