@@ -25,11 +25,15 @@ struct CoreIoLimits {
   // Frames per rx_burst and datagrams per flush(): one burst of the drivers' batching.
   static constexpr std::size_t kBatch = 64;
   // Receive bursts per receive() call before timers and transmission get a turn, so a flooded
-  // socket cannot starve the acks and retransmits of peers already connected (128 x 64
-  // datagrams: a few milliseconds of work, reached only while the input never runs dry).
-  // Past its capacity a relay's cost per copy falls with the messages read between flushes,
-  // as each member's datagram carries more copies; with fewer bursts an overloaded socket
-  // relay fell into resending (perf/JOURNAL.md, 2026-11-26 and 2026-11-27).
+  // socket cannot starve the acks and retransmits of peers already connected. A receive reads
+  // at most kMinRxBursts x kBatch datagrams while the input keeps running dry, so a burst of
+  // traffic (a game tick's datagrams from every client) is answered in slices, not read whole
+  // before the first answer goes out. Each receive that stops at its limit doubles the limit,
+  // up to kMaxRxBursts (a few milliseconds of work, reached only while the input never runs
+  // dry): past its capacity a relay's cost per copy falls with the messages read between
+  // flushes, as each member's datagram carries more copies, and with fewer bursts an
+  // overloaded socket relay fell into resending (perf/JOURNAL.md, 2026-11-26 and 2026-11-27).
+  static constexpr std::size_t kMinRxBursts = 32;
   static constexpr std::size_t kMaxRxBursts = 128;
   // A short burst at least this long still counts as traffic that goes on (rx_more): under
   // load the next datagrams are on their way, and one more rx_burst fetches them for one
@@ -55,7 +59,7 @@ class CoreIoFor : public CoreIoLimits {
   CoreIoFor(const CoreIoFor&) = delete;
   CoreIoFor& operator=(const CoreIoFor&) = delete;
 
-  // Steps 1 and 4-5: up to kMaxRxBursts bursts (until one comes back empty, or short from a
+  // Steps 1 and 4-5: up to the current burst limit (until one comes back empty, or short from a
   // driver whose short_burst_means_empty holds), each one's datagrams into the core at `now`.
   // `keep(frames)` sees every non-empty burst first and returns how many frames, moved to the
   // front in order, go on (a payload filter); `after_burst()` runs after each non-empty burst,
@@ -65,7 +69,7 @@ class CoreIoFor : public CoreIoLimits {
   std::size_t receive(std::uint64_t now, Keep&& keep, AfterBurst&& after_burst) {
     std::span<RxFrame> rx(rx_);
     std::size_t total = 0;
-    for (std::size_t burst = 0; burst < kMaxRxBursts; ++burst) {
+    for (std::size_t burst = 0; burst < rx_burst_limit_; ++burst) {
       const std::size_t n = driver_.rx_burst(rx);
       // Frames stay valid only until the next rx_burst, so each burst is consumed whole here.
       const std::size_t kept = n != 0 ? keep(rx.first(n)) : 0;
@@ -74,7 +78,8 @@ class CoreIoFor : public CoreIoLimits {
       total += n;
       if (n == 0 || (n < rx.size() && caps_.short_burst_means_empty)) {
         rx_more_ = n >= kDenseBurst;
-        rx_full_ = false;
+        rx_burst_limit_ = kMinRxBursts;
+        rx_behind_ = 0;
         // The input was found empty: whatever arrived before `now` has been read, acks
         // included. A receive that stops at the burst limit leaves the core's horizon where
         // it was, so it does not time out commands whose acks may be waiting unread.
@@ -83,7 +88,8 @@ class CoreIoFor : public CoreIoLimits {
       }
     }
     rx_more_ = true;
-    rx_full_ = true;
+    rx_burst_limit_ = std::min(kMaxRxBursts, rx_burst_limit_ * 2);
+    rx_behind_ += total;
     return total;
   }
   // Every frame to the core, nothing between bursts.
@@ -119,14 +125,14 @@ class CoreIoFor : public CoreIoLimits {
 
   std::uint64_t tx_waits() const { return tx_waits_; }
   // Whether the last receive() may have left datagrams behind or is likely to find more at
-  // once: it stopped at kMaxRxBursts, or its last burst, though short, held kDenseBurst or
+  // once: it stopped at its burst limit, or its last burst, though short, held kDenseBurst or
   // more. A poll loop goes round again without sleeping while this holds; once it does not,
   // another rx_burst before the next wait would likely find the queue as empty as it just was
   // (a second recvmmsg returning EAGAIN on every wake-up of an idle server).
   bool rx_more() const { return rx_more_; }
-  // Whether the last receive() stopped at kMaxRxBursts with the driver still giving full
-  // bursts: input is arriving at least as fast as it is read.
-  bool rx_full() const { return rx_full_; }
+  // Datagrams read since a receive() last found the input empty: how far input has been
+  // arriving at least as fast as it is read (0 after any receive that drained it).
+  std::size_t rx_behind() const { return rx_behind_; }
   const DriverCaps& caps() const { return caps_; }
 
  private:
@@ -138,8 +144,9 @@ class CoreIoFor : public CoreIoLimits {
   std::vector<Datagram> out_;
   std::vector<TxFrame> tx_;
   std::uint64_t tx_waits_ = 0;
+  std::size_t rx_burst_limit_ = kMinRxBursts;
+  std::size_t rx_behind_ = 0;
   bool rx_more_ = false;
-  bool rx_full_ = false;
 };
 
 using CoreIo = CoreIoFor<proto::HostCore, proto::OutDatagram>;

@@ -311,13 +311,12 @@ void Shard::poll_once(Driver& driver) {
   // awake: after the one or two an idle wake-up finds, the sleep's own readiness check is the
   // next look at the socket.
   bool busy = io_->rx_more() || (kcp_io_ && kcp_io_->rx_more());
-  // Far behind the input (kShedAfterFullReceives full receives in a row, about 16,000
-  // datagrams): new CONNECTs go unanswered until the shard catches up. Under a connect flood
-  // the answers are most of the work; without them the backlog drains, and a handshake
-  // answered afterwards is acknowledged before newer CONNECTs push it out of the half-open
-  // table. A burst of genuine connects, a few thousand, never reaches the limit.
-  full_receives_ = io_->rx_full() ? full_receives_ + 1 : 0;
-  if ((full_receives_ >= kShedAfterFullReceives) != shedding_connects_) {
+  // Far behind the input (kShedBehindDatagrams read without the input running dry): new
+  // CONNECTs go unanswered until the shard catches up. Under a connect flood the answers are
+  // most of the work; without them the backlog drains, and a handshake answered afterwards is
+  // acknowledged before newer CONNECTs push it out of the half-open table. A burst of genuine
+  // connects, a few thousand, never reaches the limit.
+  if ((io_->rx_behind() >= kShedBehindDatagrams) != shedding_connects_) {
     shedding_connects_ = !shedding_connects_;
     core_.shed_connects(shedding_connects_);
   }

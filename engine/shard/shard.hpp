@@ -405,12 +405,9 @@ class Shard {
   std::uint64_t idle_polls_ = 0;
   std::uint64_t idle_poll_us_ = 0;  // the last iteration's end, when it did not sleep
   std::uint64_t iterations_ = 0;
-  // Receives in a row that stopped at CoreIo's burst limit, and whether the core is shedding
-  // CONNECTs for it (HostCore::shed_connects): after about 16,000 datagrams read without the
-  // input running dry.
-  static constexpr std::uint32_t kShedAfterFullReceives = static_cast<std::uint32_t>(
-      std::max<std::size_t>(1, 16384 / (CoreIoLimits::kMaxRxBursts * CoreIoLimits::kBatch)));
-  std::uint32_t full_receives_ = 0;
+  // Whether the core is shedding CONNECTs (HostCore::shed_connects): after this many datagrams
+  // read without the input running dry (CoreIo::rx_behind).
+  static constexpr std::size_t kShedBehindDatagrams = 16384;
   bool shedding_connects_ = false;
   std::uint64_t idle_waits_ = 0;
   std::uint64_t posted_run_ = 0;

@@ -17,9 +17,10 @@
 namespace tern::rt {
 namespace {
 
-std::unique_ptr<Driver> open_kind(bool uring) {
+std::unique_ptr<Driver> open_kind(bool uring, int receive_buffer = 4 << 20) {
   drv::SocketOptions o;
   o.bind = *Endpoint::parse("127.0.0.1:0");
+  o.receive_buffer = receive_buffer;
   std::string error;
   std::unique_ptr<Driver> d;
 #if TERN_TEST_URING
@@ -88,6 +89,41 @@ void one_receive_call_per_wake_up(bool uring) {
 }
 
 TEST(CoreIo, SocketWakeUpWithOneDatagramIsOneReceiveCall) { one_receive_call_per_wake_up(false); }
+
+// A backlog is read in slices that grow while each receive stops at its limit (32 bursts, then
+// 64, then 128), and the limit falls back to 32 once a receive drains the input; rx_behind()
+// counts what was read meanwhile, and the shard sheds CONNECTs on it.
+TEST(CoreIo, AReceiveLimitGrowsWhileTheInputNeverRunsDryAndFallsBackOnceItDoes) {
+  constexpr std::size_t kSlice = CoreIo::kMinRxBursts * CoreIo::kBatch;
+  static_assert(CoreIo::kMaxRxBursts == 4 * CoreIo::kMinRxBursts);
+  proto::HostCore core{proto::HostConfig{}};
+  auto driver = open_kind(false, 64 << 20);  // the backlog must queue, not be dropped
+  drv::SocketOptions o;
+  o.bind = *Endpoint::parse("127.0.0.1:0");
+  std::string error;
+  auto sender = drv::open_socket_driver(o, error);
+  ASSERT_TRUE(driver && sender) << error;
+  CoreIo io(core, *driver);
+  const Endpoint to = driver->local_endpoint();
+
+  queue(*sender, to, 9 * kSlice + 5);
+  EXPECT_EQ(io.receive(1), kSlice);
+  EXPECT_EQ(io.rx_behind(), kSlice);
+  EXPECT_TRUE(io.rx_more());
+  EXPECT_EQ(io.receive(2), 2 * kSlice);
+  EXPECT_EQ(io.rx_behind(), 3 * kSlice);
+  EXPECT_EQ(io.receive(3), 4 * kSlice);
+  EXPECT_EQ(io.rx_behind(), 7 * kSlice);
+  EXPECT_EQ(io.receive(4), 2 * kSlice + 5);  // at the ceiling, which drains it
+  EXPECT_EQ(io.rx_behind(), 0u);
+
+  queue(*sender, to, kSlice + 1);
+  EXPECT_EQ(io.receive(5), kSlice);  // back to the first slice
+  EXPECT_EQ(io.rx_behind(), kSlice);
+  EXPECT_EQ(io.receive(6), 1u);
+  EXPECT_EQ(io.rx_behind(), 0u);
+  EXPECT_EQ(core.counters().datagrams_in, 10 * kSlice + 6);
+}
 
 #if TERN_TEST_URING
 TEST(CoreIo, UringWakeUpWithOneDatagramMakesNoReceiveCall) { one_receive_call_per_wake_up(true); }
