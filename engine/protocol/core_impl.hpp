@@ -216,13 +216,34 @@ struct HostCore::Impl {
     return p.idle_pings ? (config.idle_ping_intervals + 2) * ping_interval(p)
                         : kAcceptedPingIntervals * ping_interval(p);
   }
+  // When the next keep-alive ping is due: ping_after after the last acknowledgement, give or
+  // take a sixteenth of it on the connecting side, an amount drawn afresh from the
+  // connection's id and that acknowledgement's time for every ping (on average the interval
+  // itself). Connections that began together (a load generator's thousands, or every client
+  // reconnecting after a server restart) would otherwise ping in the same millisecond for as
+  // long as they live: each round a burst of thousands of pings and acknowledgements on both
+  // sides, a stall for whatever queues behind it. The accepting side's pings follow the
+  // client's (heard_ping), so they spread with them.
+  std::uint64_t ping_due(const Peer& p) const {
+    const std::uint32_t after = ping_after(p);
+    const std::uint32_t spread = p.accepted ? 0 : after / 8;
+    if (spread == 0) return p.last_receive_time + after;
+    std::uint64_t mix =
+        ((std::uint64_t{p.connect_id} << 32) ^ p.last_receive_time) * 0x9e3779b97f4a7c15ull;
+    mix ^= mix >> 29;
+    return p.last_receive_time + after - spread / 2 + mix % spread;
+  }
   bool wants_keepalive_ping(const Peer& p) const {
     return p.state == PeerState::connected && p.sent_empty() && p.outgoing_reliable_empty();
   }
   void queue_keepalive_ping(Peer& p);
+  // The answer carries our ping from two and a half intervals of silence on: the client's
+  // pings come an interval and a round trip apart, a sixteenth more at most (ping_due), so
+  // one arrives before our own timer's four intervals run out.
   void heard_ping(Peer& p) {
+    const std::uint32_t interval = ping_interval(p);
     if (p.accepted && wants_keepalive_ping(p) &&
-        now_ms - p.last_receive_time >= (kAcceptedPingIntervals - 1) * ping_interval(p)) {
+        now_ms - p.last_receive_time >= (kAcceptedPingIntervals - 1) * interval - interval / 2) {
       queue_keepalive_ping(p);
     }
   }

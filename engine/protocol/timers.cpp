@@ -9,7 +9,7 @@ inline std::uint64_t HostCore::Impl::peer_deadline(const Peer& p) const {
   if (!p.sent_empty()) {
     deadline = p.queues->next_timeout;
   } else if (p.connected_like()) {
-    deadline = p.last_receive_time + ping_after(p);
+    deadline = ping_due(p);
   }
   if (p.has_acks() && p.queues->acks_due != 0) deadline = std::min(deadline, p.queues->acks_due);
   deadline = std::min(deadline, extension_deadline(p));
@@ -60,7 +60,7 @@ inline bool HostCore::Impl::run_timers(Peer& p) {
       return false;
     }
   }
-  if (wants_keepalive_ping(p) && now_ms - p.last_receive_time >= ping_after(p)) {
+  if (wants_keepalive_ping(p) && now_ms >= ping_due(p)) {
     queue_keepalive_ping(p);
   }
   return !extension_timers(p);

@@ -3,6 +3,9 @@
 // interval asked for on either side, and stays up either way.
 #include "sim_pairs.hpp"
 
+#include <algorithm>
+#include <map>
+
 namespace tern::apitest {
 namespace {
 
@@ -40,6 +43,43 @@ TEST_F(HostIdlePings, TheOptionSetsHowOftenAnIdleConnectionPings) {
   EXPECT_LE(idle_n, 40u);
   EXPECT_GT(idle_n, 0u);
   for (const Pair* p : {&idle, &enet_client, &enet_server}) {
+    EXPECT_EQ(count(p->client_events, EventType::disconnect), 0u);
+    EXPECT_EQ(count(p->server_events, EventType::disconnect), 0u);
+  }
+}
+
+// Connections that began in the same millisecond (a load generator's, or every client
+// reconnecting after a server restart) must not keep pinging in the same millisecond: each
+// round would be a burst of pings and acknowledgements on both sides. Each client ping comes a
+// sixteenth of the interval early or late at most, drawn afresh per ping, so rounds drift
+// apart.
+TEST_F(HostIdlePings, ConnectionsThatBeganTogetherDoNotPingTogether) {
+  constexpr std::size_t kPairs = 32;
+  constexpr std::uint64_t kBinUs = 10'000;
+  for (std::size_t i = 0; i < kPairs; ++i) add_pair(HostOptions{}, HostOptions{});
+  connect_all();
+  run_for(10'000'000);  // a few rounds to drift apart
+  std::vector<std::uint64_t> sent(kPairs);
+  for (std::size_t i = 0; i < kPairs; ++i) sent[i] = pairs_[i]->client->stats().datagrams_out;
+  std::map<std::uint64_t, std::size_t> pings_per_bin;  // clients that sent, by 10 ms of time
+  const std::uint64_t end = net_.now_us() + 20'000'000;
+  while (net_.now_us() < end) {
+    step();
+    for (std::size_t i = 0; i < kPairs; ++i) {
+      const std::uint64_t now_sent = pairs_[i]->client->stats().datagrams_out;
+      if (now_sent != sent[i]) ++pings_per_bin[net_.now_us() / kBinUs];
+      sent[i] = now_sent;
+    }
+  }
+  std::size_t busiest = 0, total = 0;
+  for (const auto& [bin, n] : pings_per_bin) {
+    busiest = std::max(busiest, n);
+    total += n;
+  }
+  std::printf("%zu client sends in 20 s, at most %zu in one 10 ms\n", total, busiest);
+  EXPECT_GE(total, kPairs * 8);  // still about one ping per 2 s each
+  EXPECT_LE(busiest, kPairs / 4);
+  for (const auto& p : pairs_) {
     EXPECT_EQ(count(p->client_events, EventType::disconnect), 0u);
     EXPECT_EQ(count(p->server_events, EventType::disconnect), 0u);
   }
