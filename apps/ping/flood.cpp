@@ -32,7 +32,7 @@ using namespace std::chrono_literals;
 constexpr std::size_t kHeaderBytes = 16;  // send time (ns), then sequence number
 constexpr std::uint64_t kLostAfterNs = 200'000'000;
 constexpr std::uint64_t kScanEveryNs = 10'000'000;
-constexpr auto kPacedTick = 1ms;
+constexpr auto kPacedTick = 1ms;  // rate mode: how often main looks for the end (shards send)
 constexpr auto kWindowTick = 10ms;
 constexpr auto kConnectPoll = 1ms;
 constexpr std::uint64_t kReliableDrainNs = 2'000'000'000;
@@ -222,26 +222,34 @@ void start_traffic(const Flood& f, rt::Shard& shard) {
   }
 }
 
+// Rate mode, on every iteration of the shard's loop (its tick handler): peers send in a fixed
+// cyclic order, each at its own phase; sends that fell due since the last call go out now (a
+// late call catches up, nothing is skipped). Returns when the next send is due (now_ns time),
+// or kNoSend. The shard sleeps until then, so sends leave at their phases, a few at a time,
+// as a game's clients would send them, not gathered into one batch per main-thread tick.
+constexpr std::uint64_t kNoSend = ~std::uint64_t{0};
+std::uint64_t send_due(const Flood& f, rt::Shard& shard) {
+  FloodShard& fs = *f.shards[shard.index()];
+  if (!fs.traffic || fs.peers.empty() || f.config.rate_hz == 0) return kNoSend;
+  const std::uint64_t now = now_ns();
+  for (;;) {
+    FloodPeer& peer = fs.peers[fs.cursor];
+    const std::uint64_t due = f.traffic_ns + fs.cycle * f.period_ns + peer.offset_ns;
+    if (due >= f.end_ns) return kNoSend;
+    if (due > now) return due;
+    if (peer.connected) send_message(f, fs, shard, peer, peer.next_seq++, now);
+    if (++fs.cursor == fs.peers.size()) {
+      fs.cursor = 0;
+      ++fs.cycle;
+    }
+  }
+}
+
+// Window mode: unreliable slots unanswered for kLostAfterNs count as lost and are refilled.
 void tick(const Flood& f, rt::Shard& shard) {
   FloodShard& fs = *f.shards[shard.index()];
   if (!fs.traffic || fs.peers.empty()) return;
   const std::uint64_t now = now_ns();
-  if (f.config.paced) {
-    if (f.config.rate_hz == 0) return;
-    // Peers send in a fixed cyclic order, each at its own phase; sends that fell due since the
-    // last tick go out now (late ticks catch up, nothing is skipped).
-    for (;;) {
-      FloodPeer& peer = fs.peers[fs.cursor];
-      const std::uint64_t due = f.traffic_ns + fs.cycle * f.period_ns + peer.offset_ns;
-      if (due > now || due >= f.end_ns) break;
-      if (peer.connected) send_message(f, fs, shard, peer, peer.next_seq++, now);
-      if (++fs.cursor == fs.peers.size()) {
-        fs.cursor = 0;
-        ++fs.cycle;
-      }
-    }
-    return;
-  }
   if (!f.lossy || now - fs.last_scan_ns < kScanEveryNs) return;
   fs.last_scan_ns = now;
   for (std::uint32_t k = 0; k < fs.peers.size(); ++k) {
@@ -317,6 +325,14 @@ int run_flood(const FloodConfig& config) {
   }
 
   group.set_event_handler([&f](rt::Shard& shard, tern::Event& ev) { on_event(f, shard, ev); });
+  if (config.paced) {
+    group.set_tick_handler([&f](rt::Shard& shard) -> std::uint64_t {
+      const std::uint64_t due = send_due(f, shard);
+      if (due == kNoSend) return ~std::uint64_t{0};
+      const std::uint64_t now = now_ns();
+      return shard.now_us() + (due > now ? (due - now + 999) / 1000 : 0);
+    });
+  }
   std::string error;
   if (!group.start(error)) {
     std::fprintf(stderr, "tern-ping: cannot open the client sockets: %s\n", error.c_str());
@@ -387,7 +403,7 @@ int run_flood(const FloodConfig& config) {
           sum(f, [](const FloodShard& s) { return s.received.load(std::memory_order_relaxed); });
       if (received >= sent || now >= f.end_ns + drain_ns) break;
     }
-    post_all(group, f, tick);
+    if (!config.paced) post_all(group, f, tick);
     next_tick += tick_every;
     std::this_thread::sleep_until(next_tick);
   }
