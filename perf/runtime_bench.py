@@ -218,13 +218,21 @@ def free_port():
 
 def proc_cpu_s(pid):
     """utime + stime of the whole process (all threads), in seconds; None once it is gone."""
+    times = proc_times_s(pid)
+    return times[0] if times is not None else None
+
+
+def proc_times_s(pid):
+    """(utime + stime, utime) of the whole process (all threads), in seconds; None once it is
+    gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             stat = f.read()
     except OSError:
         return None
     fields = stat[stat.rindex(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # fields 14 and 15 of stat(5)
+    user = int(fields[11]) / CLK_TCK  # fields 14 and 15 of stat(5)
+    return user + int(fields[12]) / CLK_TCK, user
 
 
 def udp_in_datagrams():
@@ -257,9 +265,10 @@ class Sampler:
         while True:
             t = time.monotonic()
             for k, pid in list(self.pids.items()):
-                v = proc_cpu_s(pid)
+                v = proc_times_s(pid)
                 if v is not None:
-                    self.series[k].append((t, v))
+                    self.series[k].append((t, v[0]))
+                    self.series.setdefault(k + "_user", []).append((t, v[1]))
             v = udp_in_datagrams()
             if v is not None:
                 self.series["udp_in"].append((t, v))
@@ -452,6 +461,9 @@ class Bench:
             rec["server_us_per_msg"] = round(1e6 * cpu / mps, 3)
         if cpu is not None and dgrams:
             rec["server_us_per_dgram"] = round(1e6 * cpu / dgrams, 3)
+            user = sampler.rate("server_user", a, b)
+            if user is not None:
+                rec["server_user_us_per_dgram"] = round(1e6 * user / dgrams, 3)
         if dgrams is not None and mps:
             rec["dgrams_per_msg"] = round(dgrams / mps, 3)
 
@@ -631,7 +643,7 @@ class Bench:
 COLUMNS = {
     "echo": [("msgs/s", "msgs_per_s", 0), ("srv CPU%", "server_cpu_pct", 1),
              ("us/msg", "server_us_per_msg", 2), ("us/dgram", "server_us_per_dgram", 2),
-             ("dgr/msg", "dgrams_per_msg", 2), ("p50 us", "p50", 0), ("p99 us", "p99", 0),
+             ("usr us/dg", "server_user_us_per_dgram", 2), ("dgr/msg", "dgrams_per_msg", 2), ("p50 us", "p50", 0), ("p99 us", "p99", 0),
              ("lost", "lost", 0), ("cli CPU%", "client_cpu_pct", 0)],
     "tick": [("msgs/s", "msgs_per_s", 0), ("srv CPU%", "server_cpu_pct", 1),
              ("us/msg", "server_us_per_msg", 2), ("us/dgram", "server_us_per_dgram", 2),
@@ -824,6 +836,9 @@ def main():
             "server_us_per_dgram": "server CPU time / UDP datagrams in+out of the server "
                                    "(/proc/net/snmp InDatagrams delta over the window, in the "
                                    "bench's private network namespace when private_netns)",
+            "server_user_us_per_dgram": "the user-space part (utime) of server_us_per_dgram: "
+                                        "the rest is the kernel's, the same work for every "
+                                        "server given the same datagrams",
             "dgrams_per_msg": "datagrams in+out of the server per echoed message "
                               "(2 for raw UDP)",
         },
