@@ -219,11 +219,14 @@ struct HostCore::Impl {
   // When the next keep-alive ping is due: ping_after after the last acknowledgement, give or
   // take a sixteenth of it on the connecting side, an amount drawn afresh from the
   // connection's id and that acknowledgement's time for every ping (on average the interval
-  // itself). Connections that began together (a load generator's thousands, or every client
-  // reconnecting after a server restart) would otherwise ping in the same millisecond for as
-  // long as they live: each round a burst of thousands of pings and acknowledgements on both
-  // sides, a stall for whatever queues behind it. The accepting side's pings follow the
-  // client's (heard_ping), so they spread with them.
+  // itself), then rounded up to the host's next kPingGridMs. Connections that began together
+  // (a load generator's thousands, or every client reconnecting after a server restart) would
+  // otherwise ping in the same millisecond for as long as they live: each round a burst of
+  // thousands of pings and acknowledgements on both sides, a stall for whatever queues behind
+  // it. Spread but on a grid, a host's pings go out a few dozen at a time in one wake-up each,
+  // not one wake-up per ping on either side. The accepting side's pings follow the client's
+  // (heard_ping), so they spread with them.
+  static constexpr std::uint64_t kPingGridMs = 16;
   std::uint64_t ping_due(const Peer& p) const {
     const std::uint32_t after = ping_after(p);
     const std::uint32_t spread = p.accepted ? 0 : after / 8;
@@ -231,15 +234,16 @@ struct HostCore::Impl {
     std::uint64_t mix =
         ((std::uint64_t{p.connect_id} << 32) ^ p.last_receive_time) * 0x9e3779b97f4a7c15ull;
     mix ^= mix >> 29;
-    return p.last_receive_time + after - spread / 2 + mix % spread;
+    const std::uint64_t due = p.last_receive_time + after - spread / 2 + mix % spread;
+    return (due + kPingGridMs - 1) / kPingGridMs * kPingGridMs;
   }
   bool wants_keepalive_ping(const Peer& p) const {
     return p.state == PeerState::connected && p.sent_empty() && p.outgoing_reliable_empty();
   }
   void queue_keepalive_ping(Peer& p);
   // The answer carries our ping from two and a half intervals of silence on: the client's
-  // pings come an interval and a round trip apart, a sixteenth more at most (ping_due), so
-  // one arrives before our own timer's four intervals run out.
+  // pings come an interval and a round trip apart, a sixteenth and a grid step more at most
+  // (ping_due), so one arrives before our own timer's four intervals run out.
   void heard_ping(Peer& p) {
     const std::uint32_t interval = ping_interval(p);
     if (p.accepted && wants_keepalive_ping(p) &&
