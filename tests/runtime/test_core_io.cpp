@@ -35,6 +35,13 @@ std::unique_ptr<Driver> open_kind(bool uring, int receive_buffer = 4 << 20) {
   return d;
 }
 
+// The sending side: a plain socket driver on an ephemeral loopback port.
+std::unique_ptr<drv::SocketDriver> open_sender(std::string& error) {
+  drv::SocketOptions o;
+  o.bind = *Endpoint::parse("127.0.0.1:0");
+  return drv::open_socket_driver(o, error);
+}
+
 // Sends `count` datagrams a HostCore counts and drops (too short for an ENet header).
 void queue(drv::SocketDriver& from, const Endpoint& to, std::size_t count) {
   const std::byte junk[2] = {};
@@ -45,10 +52,8 @@ void queue(drv::SocketDriver& from, const Endpoint& to, std::size_t count) {
 void one_receive_call_per_wake_up(bool uring) {
   proto::HostCore core{proto::HostConfig{}};
   auto driver = open_kind(uring);
-  drv::SocketOptions o;
-  o.bind = *Endpoint::parse("127.0.0.1:0");
   std::string error;
-  auto sender = drv::open_socket_driver(o, error);
+  auto sender = open_sender(error);
   ASSERT_TRUE(driver && sender) << error;
   CoreIo io(core, *driver);
   ASSERT_TRUE(io.caps().short_burst_means_empty);
@@ -98,10 +103,8 @@ TEST(CoreIo, AReceiveLimitGrowsWhileTheInputNeverRunsDryAndFallsBackOnceItDoes) 
   static_assert(CoreIo::kMaxRxBursts == 4 * CoreIo::kMinRxBursts);
   proto::HostCore core{proto::HostConfig{}};
   auto driver = open_kind(false, 64 << 20);  // the backlog must queue, not be dropped
-  drv::SocketOptions o;
-  o.bind = *Endpoint::parse("127.0.0.1:0");
   std::string error;
-  auto sender = drv::open_socket_driver(o, error);
+  auto sender = open_sender(error);
   ASSERT_TRUE(driver && sender) << error;
   CoreIo io(core, *driver);
   const Endpoint to = driver->local_endpoint();
