@@ -219,7 +219,8 @@ struct HostCore::Impl {
   // When the next keep-alive ping is due: ping_after after the last acknowledgement, give or
   // take a sixteenth of it on the connecting side, an amount drawn afresh from the
   // connection's id and that acknowledgement's time for every ping (on average the interval
-  // itself), then rounded up to the host's next kPingGridMs. Connections that began together
+  // itself), then rounded up to the host's next kPingGridMs where that is less than the
+  // spread. Connections that began together
   // (a load generator's thousands, or every client reconnecting after a server restart) would
   // otherwise ping in the same millisecond for as long as they live: each round a burst of
   // thousands of pings and acknowledgements on both sides, a stall for whatever queues behind
@@ -235,6 +236,8 @@ struct HostCore::Impl {
         ((std::uint64_t{p.connect_id} << 32) ^ p.last_receive_time) * 0x9e3779b97f4a7c15ull;
     mix ^= mix >> 29;
     const std::uint64_t due = p.last_receive_time + after - spread / 2 + mix % spread;
+    // A short interval asked for (fast dead-peer detection) keeps its own cadence.
+    if (spread < kPingGridMs) return due;
     return (due + kPingGridMs - 1) / kPingGridMs * kPingGridMs;
   }
   bool wants_keepalive_ping(const Peer& p) const {
