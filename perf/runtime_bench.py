@@ -643,8 +643,9 @@ class Bench:
 COLUMNS = {
     "echo": [("msgs/s", "msgs_per_s", 0), ("srv CPU%", "server_cpu_pct", 1),
              ("us/msg", "server_us_per_msg", 2), ("us/dgram", "server_us_per_dgram", 2),
-             ("usr us/dg", "server_user_us_per_dgram", 2), ("dgr/msg", "dgrams_per_msg", 2), ("p50 us", "p50", 0), ("p99 us", "p99", 0),
-             ("lost", "lost", 0), ("cli CPU%", "client_cpu_pct", 0)],
+             ("usr us/dg", "server_user_us_per_dgram", 2), ("dgr/msg", "dgrams_per_msg", 2),
+             ("p50 us", "p50", 0), ("p99 us", "p99", 0), ("lost", "lost", 0),
+             ("cli CPU%", "client_cpu_pct", 0)],
     "tick": [("msgs/s", "msgs_per_s", 0), ("srv CPU%", "server_cpu_pct", 1),
              ("us/msg", "server_us_per_msg", 2), ("us/dgram", "server_us_per_dgram", 2),
              ("p50 us", "p50", 0), ("p99 us", "p99", 0), ("lost", "lost", 0),
