@@ -67,6 +67,7 @@ struct SocketDriver::Batch {
       rx_msgs[i].msg_hdr.msg_name = &rx_names[i];
       rx_msgs[i].msg_hdr.msg_iov = &rx_iov[i];
       rx_msgs[i].msg_hdr.msg_iovlen = 1;
+      rx_msgs[i].msg_hdr.msg_namelen = sizeof(sockaddr_storage);
     }
   }
 
@@ -172,10 +173,13 @@ std::size_t SocketDriver::rx_burst(std::span<rt::RxFrame> out) {
     return 0;
   }
   Batch& b = *batch_;
-  for (std::size_t i = 0; i < want; ++i) {
+  // The name length is value-result and the kernel writes it back only for the datagrams it
+  // returned (msg_flags is output only), so only the last call's entries need their capacity
+  // back: a busy-polling shard's empty recvmmsg then costs no rewrite of the whole burst.
+  for (std::size_t i = 0; i < rx_names_used_; ++i) {
     b.rx_msgs[i].msg_hdr.msg_namelen = sizeof(sockaddr_storage);
-    b.rx_msgs[i].msg_hdr.msg_flags = 0;
   }
+  rx_names_used_ = 0;
 
   int got = 0;
   do {
@@ -187,6 +191,7 @@ std::size_t SocketDriver::rx_burst(std::span<rt::RxFrame> out) {
     if (errno != EAGAIN && errno != EWOULDBLOCK) ++stats_.rx_errors;
     return 0;
   }
+  rx_names_used_ = static_cast<std::size_t>(got);
 
   std::size_t n = 0;
   for (int i = 0; i < got; ++i) {

@@ -93,6 +93,8 @@ class SocketDriver final : public rt::Driver {
   // rx_burst right after it returns nothing without asking the kernel, and the next wait()
   // looks again. Cleared by that rx_burst.
   bool rx_known_empty_ = false;
+  // Receive entries whose msg_namelen the kernel overwrote in the last recvmmsg.
+  std::size_t rx_names_used_ = 0;
   Endpoint local_;
   rt::DriverStats stats_;
   KernelDropPoll drop_poll_;
