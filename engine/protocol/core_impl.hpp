@@ -785,6 +785,7 @@ struct HostCore::Impl {
   void after_datagram(Peer& p);
   bool holds_acks(const Peer& p) const;
   void prefetch_dirty(std::size_t at);
+  static void prefetch_behind(const OutCmd* next);
   std::size_t flush(std::uint64_t now_us, std::span<OutDatagram> out);
   bool poll_event(Event& out);
 };

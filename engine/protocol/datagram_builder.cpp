@@ -74,12 +74,23 @@ inline bool HostCore::Impl::fit_oversize(Build& b, const OutCmd& c) const {
   return true;
 }
 
+// Behind a backlog the queue is cold and walking it is a chain of misses, and each command's
+// payload (taken from a receive buffer hundreds of messages ago) is one more. `next` was asked
+// for while the command before this one was written, so it is read now: the command after it
+// and the payload of `next` are asked for while this one is written.
+inline void HostCore::Impl::prefetch_behind(const OutCmd* next) {
+  if (next == nullptr) return;
+  if (const OutCmd* after = IntrusiveList<OutCmd>::next(next)) detail::prefetch_line(after);
+  // An encoded command's size is the packet's own: 64 bytes stand for it, as they cover all
+  // four such commands.
+  if (next->encoded) return next->packet.prefetch_payload(0, 64);
+  next->packet.prefetch_payload(next->fragment_offset, next->fragment_length);
+}
+
 // A reliable command, if the reliable windows and the throttled send window allow it.
 inline HostCore::Impl::Wrote HostCore::Impl::write_reliable_one(Peer& p, Build& b, OutCmd* c) {
   PeerQueues& q = *p.queues;  // c is queued there
-  // Behind a backlog the queue is cold and walking it is a chain of misses: ask for the
-  // next command while this one is written.
-  if (const OutCmd* next = q.outgoing_reliable.next(c)) detail::prefetch_line(next);
+  prefetch_behind(q.outgoing_reliable.next(c));
   Channel* ch = command_channel(p, c->channel_id);
   const std::uint16_t w = seq_window(c->reliable_seq);
   if (ch != nullptr && c->send_attempts < 1 && c->reliable_seq % kReliableWindowSize == 0) {
@@ -146,6 +157,7 @@ inline HostCore::Impl::Wrote HostCore::Impl::write_reliable_one(Peer& p, Build& 
 
 inline HostCore::Impl::Wrote HostCore::Impl::write_unreliable_one(Peer& p, Build& b, OutCmd* c) {
   PeerQueues& q = *p.queues;  // c is queued there
+  prefetch_behind(q.outgoing_unreliable.next(c));
   if (c->has_payload() && c->fragment_offset == 0) {
     p.packet_throttle_counter = static_cast<std::uint8_t>(
         (p.packet_throttle_counter + kPacketThrottleCounter) % kPacketThrottleScale);
