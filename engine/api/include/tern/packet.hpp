@@ -162,12 +162,12 @@ class Packet {
   // Asks the CPU to bring the buffer's first line (reference count, size, first bytes) into
   // the cache, for code that will touch many buffers in turn and can ask for them all first.
   void prefetch() const { detail::prefetch_line(buf_); }
-  // The same for a reader about to copy payload bytes from `offset` on: the lines holding
-  // the first and the `length`-th of them, up to 64 bytes on. Reads nothing of the buffer,
-  // so a cold one costs no miss here.
+  // The same for a reader about to copy `length` payload bytes from `offset` on: the lines
+  // holding the first of them and the last of the first 64. Reads nothing of the buffer, so a
+  // cold one costs no miss here.
   void prefetch_payload(std::size_t offset, std::size_t length) const {
     if (buf_ == nullptr || length == 0) return;
-    const std::byte* first = reinterpret_cast<const std::byte*>(buf_ + 1) + offset;
+    const std::byte* first = buf_->data() + offset;
     detail::prefetch_line(first);
     detail::prefetch_line(first + std::min<std::size_t>(length, 64) - 1);
   }
